@@ -1,0 +1,124 @@
+/* l3cache.h — content-addressed on-disk cache of encoded .l3 objects.
+ *
+ * One public header for libl3cache (cache/). Layout of a cache directory,
+ * key derivation and crash-safety rules are documented in docs/CACHE.md.
+ *
+ * Conventions (systemd style): functions return 0 or a positive count on
+ * success and -errno on failure. The library never logs; events worth a log
+ * line are counted in struct l3cache_stats and the caller decides.
+ *
+ * Thread-safety: one l3cache handle may be used by any number of threads at
+ * once. Several processes (and hosts, on a shared filesystem) may open the
+ * same directory at the same time.
+ */
+#ifndef L3CACHE_H
+#define L3CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "l3.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct l3cache l3cache;
+
+/* 128-bit content key: XXH3-128 of the source bytes mixed with the L3 format
+ * version and the encoder parameters. */
+struct l3cache_key {
+    uint8_t bytes[16];
+};
+
+enum l3cache_fsync {
+    L3CACHE_FSYNC_NONE = 0,    /* rely on rename atomicity only */
+    L3CACHE_FSYNC_OBJECT = 1,  /* fsync each object before rename (default) */
+    L3CACHE_FSYNC_ALL = 2,     /* also fsync directories and index appends */
+};
+
+struct l3cache_options {
+    const char *dir;          /* cache directory; created if missing */
+    uint64_t max_bytes;       /* size cap for objects; 0 = unlimited */
+    int fsync_policy;         /* enum l3cache_fsync */
+    struct l3_encode_options encode; /* encoder parameters (part of the key) */
+    unsigned flags;           /* L3CACHE_* below */
+};
+#define L3CACHE_READONLY 0x1u /* never write: lookups and reads only */
+
+/* Opens (creating if needed) a cache directory. Cleans stale temp files left
+ * by crashed writers. *cache_ret is set on success. */
+int l3cache_open(const struct l3cache_options *opts, l3cache **cache_ret);
+/* Stops background work and releases the handle; NULL is fine. */
+void l3cache_close(l3cache *cache);
+
+/* Parses a size such as "50G", "512M", "10%" (of the filesystem holding dir). */
+int l3cache_parse_size(const char *text, const char *dir, uint64_t *bytes_ret);
+
+/* Identity of a source file, from its struct stat. */
+struct l3cache_source {
+    uint64_t dev;
+    uint64_t ino;
+    uint64_t size;
+    int64_t mtime_ns;
+    int64_t ctime_ns;
+};
+void l3cache_source_from_stat(const struct stat *st, struct l3cache_source *src_ret);
+
+/* Looks the source identity up in the persistent source index, without
+ * reading the source. Returns 0 and the encoded size (and key) when known,
+ * -ENOENT when this identity was never encoded (or the entry is stale). */
+int l3cache_index_lookup(l3cache *cache, const struct l3cache_source *src,
+                         uint64_t *encoded_size_ret, struct l3cache_key *key_ret);
+
+/* An opened, verified cache object. */
+struct l3cache_object {
+    int fd;                  /* read-only fd of the object; caller closes */
+    uint64_t size;           /* exact encoded size */
+    struct l3cache_key key;
+    int hit;                 /* 1: served from cache; 0: encoded by this call */
+};
+
+/* Returns the object for a source PNG, encoding it on a miss.
+ * src_fd is an open, readable fd of the source (read from offset 0 with pread);
+ * st is its fstat(). Concurrent calls for the same key in this process wait
+ * for one encode (single flight). A source that is not a valid PNG or is over
+ * the limits returns -EIO (and *l3_status_ret, if not NULL, says why). */
+int l3cache_get(l3cache *cache, int src_fd, const struct stat *st,
+                struct l3cache_object *obj_ret, int *l3_status_ret);
+
+/* Statistics. `instance` counts this handle since open; `total` is cumulative
+ * for the directory (all processes, persisted). */
+struct l3cache_counters {
+    uint64_t lookups, hits, misses;
+    uint64_t encodes, encode_failures;
+    uint64_t bytes_served;      /* bytes of objects handed out from cache hits */
+    uint64_t bytes_written;     /* bytes of new objects written */
+    uint64_t evictions, evicted_bytes;
+    uint64_t corrupt_repaired;  /* corrupt objects found, removed, re-created */
+    uint64_t write_failures;    /* ENOSPC, EROFS, EIO while writing */
+};
+struct l3cache_stats {
+    struct l3cache_counters instance;
+    struct l3cache_counters total;
+    uint64_t objects;           /* objects currently in the directory */
+    uint64_t object_bytes;      /* their total size */
+    uint64_t max_bytes;         /* the cap, 0 = unlimited */
+    int writes_disabled;        /* 1 after a write failure degraded the cache */
+};
+int l3cache_get_stats(l3cache *cache, struct l3cache_stats *stats_ret);
+
+/* Maintenance (the `l3fs cache` CLI). */
+/* Checks every object's checksums; removes bad ones. Counts via *_ret. */
+int l3cache_verify_all(l3cache *cache, uint64_t *checked_ret, uint64_t *bad_ret);
+/* Applies the size cap now; returns evicted bytes via *freed_ret. */
+int l3cache_gc(l3cache *cache, uint64_t *freed_ret);
+/* Removes every object and the index. */
+int l3cache_clear(l3cache *cache);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* L3CACHE_H */

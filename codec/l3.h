@@ -1,0 +1,188 @@
+/* l3.h — the L3 lossless image format: encoder, CPU decoder, PNG transcoding.
+ *
+ * One public header for libl3 (codec/). The format itself is specified in
+ * docs/FORMAT.md; this header is the programming interface.
+ *
+ * Conventions
+ *  - Functions return an `int` status: L3_OK (0) or a positive `enum l3_status`
+ *    value. l3_strerror() names it. Status codes are stable and never renumbered.
+ *  - Byte counts are size_t; on-disk fields are fixed-width little-endian.
+ *  - Output parameters end in `_ret`. Buffers returned through `void **out_ret`
+ *    are allocated with malloc() and released with l3_free() (or free()).
+ *  - Decoded pixels: rows of interleaved samples, top row first. A sample is one
+ *    byte when bit_depth <= 8 (sub-byte samples are unpacked, keeping their
+ *    values: a 2-bit gray pixel decodes to 0..3) and one native-endian uint16_t
+ *    when bit_depth == 16. Palette images decode to indices (1 sample/pixel).
+ *  - Every function is thread-safe: there is no global state. Multi-threaded
+ *    encode/decode of one image is requested with the `threads` option.
+ *  - The library never logs and never aborts on bad input.
+ */
+#ifndef L3_H
+#define L3_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define L3_VERSION_MAJOR 1
+#define L3_VERSION_MINOR 0
+#define L3_VERSION_PATCH 0
+#define L3_VERSION_STRING "1.0.0"
+
+/* Version of the on-disk format written by this library (header field). */
+#define L3_FORMAT_VERSION 1
+
+/* Status codes. Stable: append new codes, never renumber. */
+enum l3_status {
+    L3_OK = 0,
+    L3_ERR_INVALID_ARG = 1,      /* NULL pointer, zero size, bad option value */
+    L3_ERR_NOMEM = 2,            /* allocation failed */
+    L3_ERR_TRUNCATED = 3,        /* input ends before a structure it declares */
+    L3_ERR_BAD_MAGIC = 4,        /* not an L3 file */
+    L3_ERR_VERSION = 5,          /* format version not supported by this build */
+    L3_ERR_BAD_HEADER = 6,       /* header field out of range or inconsistent */
+    L3_ERR_HEADER_CHECKSUM = 7,  /* header checksum mismatch */
+    L3_ERR_PAYLOAD_CHECKSUM = 8, /* payload checksum mismatch (verify requested) */
+    L3_ERR_CORRUPT = 9,          /* tile data does not decode consistently */
+    L3_ERR_LIMIT = 10,           /* image exceeds the pixel or memory limit */
+    L3_ERR_BUFFER_TOO_SMALL = 11,/* caller's output buffer or stride too small */
+    L3_ERR_PNG = 12,             /* PNG input is corrupt or truncated */
+    L3_ERR_IO = 13,              /* read/write on a file descriptor failed */
+    L3_ERR_UNSUPPORTED = 14,     /* valid input this build cannot handle */
+    L3_ERR_THREAD = 15,          /* could not start worker threads */
+};
+
+/* A static English string for a status code; never NULL. */
+const char *l3_strerror(int status);
+
+/* Colour model of an image (header field; values are stable). */
+enum l3_color {
+    L3_COLOR_GRAY = 0,
+    L3_COLOR_GRAY_ALPHA = 1,
+    L3_COLOR_RGB = 2,
+    L3_COLOR_RGBA = 3,
+    L3_COLOR_PALETTE = 4,
+};
+
+/* Describes an image: what l3_read_info() returns, and what the encoder takes. */
+struct l3_info {
+    uint32_t width;          /* 1 .. L3_MAX_DIM */
+    uint32_t height;         /* 1 .. L3_MAX_DIM */
+    uint8_t color;           /* enum l3_color */
+    uint8_t channels;        /* samples per decoded pixel: 1,2,3,4 (palette: 1) */
+    uint8_t bit_depth;       /* 1, 2, 4, 8 or 16, as in the source PNG */
+    uint8_t has_trns_key;    /* gray/RGB only: trns_key is a transparent colour */
+    uint16_t trns_key[3];    /* gray: [0]; RGB: [0..2] (PNG tRNS for non-palette) */
+    uint16_t palette_len;    /* palette images: 1..256 entries, else 0 */
+    uint8_t palette[256][4]; /* RGBA; alpha is 255 where the PNG had no tRNS entry */
+    uint16_t palette_alpha_len; /* number of tRNS entries in the source (0..256) */
+    /* Tile geometry (filled by l3_read_info; ignored by the encoder, which takes
+     * it from struct l3_encode_options). */
+    uint32_t tile_width;
+    uint32_t tile_height;
+    uint32_t tiles_x;
+    uint32_t tiles_y;
+};
+
+#define L3_MAX_DIM 1048576u /* largest width or height the format allows */
+
+/* Bytes of one decoded sample (1 or 2) and of one tightly packed row. */
+size_t l3_sample_bytes(const struct l3_info *info);
+size_t l3_row_bytes(const struct l3_info *info);
+/* Bytes of the whole decoded image at the given stride (0 = tight). */
+size_t l3_decoded_size(const struct l3_info *info, size_t stride);
+
+/* Limits against decompression bombs and hostile input. Zero fields mean
+ * "use the default". */
+struct l3_limits {
+    uint64_t max_pixels; /* default L3_DEFAULT_MAX_PIXELS */
+    size_t max_memory;   /* bytes the codec may allocate for one call;
+                            default L3_DEFAULT_MAX_MEMORY */
+};
+#define L3_DEFAULT_MAX_PIXELS (256ull * 1024 * 1024)      /* 256 Mpixel */
+#define L3_DEFAULT_MAX_MEMORY ((size_t)4 << 30)            /* 4 GiB */
+
+/* Flags for struct l3_decode_options.flags */
+#define L3_DECODE_VERIFY 0x1u /* check the payload checksum before decoding */
+
+struct l3_decode_options {
+    uint32_t flags;          /* L3_DECODE_* */
+    unsigned threads;        /* 0 or 1: calling thread only; N: up to N threads */
+    struct l3_limits limits;
+};
+
+struct l3_encode_options {
+    uint32_t tile_width;     /* 0 = default (L3_DEFAULT_TILE) */
+    uint32_t tile_height;    /* 0 = default */
+    unsigned threads;        /* 0 or 1: calling thread only; N: up to N threads */
+    int effort;              /* 0 = default; higher may try more coding modes */
+    struct l3_limits limits;
+};
+#define L3_DEFAULT_TILE 64
+
+/* Reads and validates the header, header checksum and tile table of an L3
+ * buffer without decoding pixels. `size` may be the whole file or only a
+ * prefix: with a prefix too short for the header + tile table it returns
+ * L3_ERR_TRUNCATED and sets *needed_ret (if not NULL) to the bytes required. */
+int l3_read_info(const void *data, size_t size, struct l3_info *info_ret,
+                 size_t *needed_ret);
+
+/* Verifies header and payload checksums and every tile's framing, without
+ * writing pixels. */
+int l3_verify(const void *data, size_t size);
+
+/* Decodes a whole L3 buffer into `out` (out_size bytes, rows `stride` bytes
+ * apart; stride 0 = tight). `opts` may be NULL for defaults. */
+int l3_decode(const void *data, size_t size, void *out, size_t out_size,
+              size_t stride, const struct l3_decode_options *opts);
+
+/* Same, allocating the output (tight stride); *info_ret optional. */
+int l3_decode_alloc(const void *data, size_t size,
+                    const struct l3_decode_options *opts,
+                    void **pixels_ret, size_t *pixels_size_ret,
+                    struct l3_info *info_ret);
+
+/* Encodes pixels described by `info` (width, height, color, channels,
+ * bit_depth, palette, trns) with rows `stride` bytes apart (0 = tight). Sample
+ * values must fit bit_depth (and be < palette_len for palette images), else
+ * L3_ERR_INVALID_ARG. */
+int l3_encode(const struct l3_info *info, const void *pixels, size_t stride,
+              const struct l3_encode_options *opts, void **out_ret,
+              size_t *size_ret);
+
+/* ---- PNG side (libpng) ---- */
+
+/* Decodes a PNG (memory or fd) to the same sample layout l3_decode produces:
+ * no gamma or colour conversion, 16-bit kept, palette kept as indices,
+ * sub-byte samples unpacked, interlacing removed. *info_ret describes it.
+ * A PNG over the limits fails with L3_ERR_LIMIT before pixels are allocated. */
+int l3_png_decode(const void *png, size_t png_size, const struct l3_limits *limits,
+                  struct l3_info *info_ret, void **pixels_ret, size_t *pixels_size_ret);
+int l3_png_decode_fd(int fd, const struct l3_limits *limits,
+                     struct l3_info *info_ret, void **pixels_ret,
+                     size_t *pixels_size_ret);
+
+/* Writes pixels as a PNG of the colour type and bit depth `info` names. */
+int l3_png_encode(const struct l3_info *info, const void *pixels, size_t stride,
+                  void **png_ret, size_t *png_size_ret);
+
+/* PNG -> L3 in one call. */
+int l3_transcode_png(const void *png, size_t png_size,
+                     const struct l3_encode_options *opts, void **out_ret,
+                     size_t *size_ret);
+int l3_transcode_png_fd(int fd, const struct l3_encode_options *opts,
+                        void **out_ret, size_t *size_ret);
+
+/* True (1) when the buffer starts with the 8-byte PNG signature. */
+int l3_is_png(const void *data, size_t size);
+
+/* Releases a buffer this library returned; NULL is fine. */
+void l3_free(void *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* L3_H */

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the Debian packages l3fs needs to build and test, only when missing
+# (a second run does no apt work). Run as root on Debian 12.
+set -euo pipefail
+pkgs=(
+  build-essential pkg-config meson ninja-build
+  libpng-dev libxxhash-dev libfuse3-dev fuse3 libcriterion-dev
+  python3 python3-dev python3-numpy python3-pil
+  clang libclang-rt-dev            # fuzzers (libFuzzer) and sanitizer runtimes
+  rsync gnuplot-nox                 # filesystem tests; benchmark chart
+)
+missing=()
+for p in "${pkgs[@]}" ${L3_EXTRA_PKGS:-}; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "deps: all packages present"
+fi

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what is missing, builds, runs every test.
+#   1. warnings-as-errors build (CUDA library too when nvcc exists), all tests
+#   2. AddressSanitizer + UndefinedBehaviorSanitizer build, all tests
+#   3. bounded libFuzzer runs of the decoders (clang)
+# Exits non-zero when anything fails. Build dirs: build-test, build-asan, build-fuzz.
+# Environment: L3_FUZZ_SECONDS (default 20 per harness), L3_TEST_STEPS (default "main asan fuzz").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+jobs=$(nproc)
+steps=${L3_TEST_STEPS:-main asan fuzz}
+setup() { # dir, args...
+  local d=$1; shift
+  if [ -d "$d/meson-private" ]; then meson setup --reconfigure "$d" "$@" >/dev/null
+  else meson setup "$d" "$@" >/dev/null; fi
+}
+for step in $steps; do
+  case $step in
+  main)
+    echo "== build (werror) + tests"
+    setup build-test -Dwerror=true -Dbuildtype=debugoptimized
+    meson compile -C build-test -j "$jobs"
+    meson test -C build-test --print-errorlogs --num-processes "$jobs"
+    ;;
+  asan)
+    echo "== ASan+UBSan build + tests"
+    setup build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dgpu=disabled -Dbuildtype=debug
+    meson compile -C build-asan -j "$jobs"
+    meson test -C build-asan --print-errorlogs --num-processes "$jobs" --timeout-multiplier 4
+    ;;
+  fuzz)
+    echo "== bounded fuzz runs"
+    if [ -d build-fuzz/meson-private ]; then meson setup --reconfigure build-fuzz >/dev/null
+    else CC=clang meson setup build-fuzz -Dfuzz=true -Dtests=false -Dgpu=disabled -Dfuse=disabled -Dpython=disabled -Dbuildtype=debugoptimized >/dev/null; fi
+    meson compile -C build-fuzz -j "$jobs"
+    scripts/run-fuzz.sh build-fuzz "${L3_FUZZ_SECONDS:-20}"
+    ;;
+  *) echo "unknown step $step" >&2; exit 2 ;;
+  esac
+done
+echo "== all test steps passed: $steps"
