@@ -6,14 +6,15 @@
 #
 # Result (idempotent; a second run downloads nothing):
 #   DIR/png/wallpapers/*.png  rendered wallpapers and art (ukui, sway, desktop-base)
-#   DIR/png/photos/*.png      photos from gnome-backgrounds, converted to 8-bit RGB PNG
-#   DIR/png/photos-2048/*.png the same photos resized to 2048x1024 (Cityscapes size)
+#   DIR/png/photos/*.png      photos (mate-backgrounds nature set), converted to 8-bit RGB PNG
+#   DIR/png/photos-2048/*.png the same photos cropped to 2:1 and resized to 2048x1024 (Cityscapes size)
+#   DIR/png/renders-2048/*.png gnome-backgrounds' rendered art, converted and resized likewise
 #   DIR/png/pngsuite/*.png    PngSuite images shipped in Debian's Go source package
 set -euo pipefail
 dir=${1:-${L3_CORPUS:-/var/cache/l3fs-corpus}}
-mkdir -p "$dir/debs" "$dir/x" "$dir/png/wallpapers" "$dir/png/photos" "$dir/png/photos-2048" "$dir/png/pngsuite"
+mkdir -p "$dir/debs" "$dir/x" "$dir/png/wallpapers" "$dir/png/photos" "$dir/png/photos-2048" "$dir/png/renders-2048" "$dir/png/pngsuite"
 cd "$dir/debs"
-pkgs=(ukui-wallpapers sway-backgrounds desktop-base gnome-backgrounds golang-1.19-src)
+pkgs=(ukui-wallpapers sway-backgrounds desktop-base gnome-backgrounds mate-backgrounds golang-1.19-src)
 for p in "${pkgs[@]}"; do
   if ! ls "$p"_*.deb >/dev/null 2>&1; then
     apt-get download "$p" >/dev/null 2>&1 || { apt-get update -qq && apt-get download "$p"; }
@@ -24,16 +25,16 @@ done
 py=/usr/bin/python3
 if [ ! -e "$dir/png/.done" ]; then
   # Wallpapers and art: every PNG in the art packages (by signature, not name).
-  find "$dir/x/usr/share" -path '*go-1.19*' -prune -o -type f -name '*.png' -print0 |
+  find "$dir/x/usr/share" \( -path '*go-1.19*' -o -path '*backgrounds/mate*' \) -prune -o -type f -name '*.png' -print0 |
     while IFS= read -r -d '' f; do
       [ "$(head -c 8 "$f" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || continue
       [ "$(stat -c %s "$f")" -ge 20000 ] || continue   # skip icons
       n=$(echo "${f#$dir/x/usr/share/}" | tr '/ ' '__')
       cp -n "$f" "$dir/png/wallpapers/$n"
     done
-  # Photos: gnome-backgrounds ships JPEG/WebP photos; convert with PIL.
-  find "$dir/x/usr/share/backgrounds/gnome" -type f \( -name '*.jpg' -o -name '*.jpeg' -o -name '*.webp' \) -print0 |
-    xargs -0 -r "$py" -c '
+  # Photos (JPEG) and GNOME's rendered art (WebP): convert with PIL.
+  convert_set() { # outdir outdir-2048 files...
+    "$py" -c '
 import sys, os
 from PIL import Image
 out, out2 = sys.argv[1], sys.argv[2]
@@ -45,16 +46,20 @@ for f in sys.argv[3:]:
         print("skip", f, e, file=sys.stderr); continue
     im.save(os.path.join(out, base + ".png"))
     w, h = im.size
-    # center crop to 2:1 then resize to 2048x1024
     if w / h > 2:
         nw = 2 * h; box = ((w - nw) // 2, 0, (w - nw) // 2 + nw, h)
     else:
         nh = w // 2; box = (0, (h - nh) // 2, w, (h - nh) // 2 + nh)
     im.crop(box).resize((2048, 1024), Image.LANCZOS).save(os.path.join(out2, base + ".png"))
-' "$dir/png/photos" "$dir/png/photos-2048"
+' "$@"
+  }
+  convert_set "$dir/png/photos" "$dir/png/photos-2048" \
+    "$dir"/x/usr/share/backgrounds/mate/nature/*.jpg "$dir"/x/usr/share/backgrounds/mate/abstract/Elephants.jpg
+  mkdir -p "$dir/png/renders-full"
+  convert_set "$dir/png/renders-full" "$dir/png/renders-2048" "$dir"/x/usr/share/backgrounds/gnome/*.webp
   cp -n "$dir"/x/usr/share/go-1.19/src/image/png/testdata/pngsuite/*.png "$dir/png/pngsuite/" 2>/dev/null || true
   touch "$dir/png/.done"
 fi
-for d in wallpapers photos photos-2048 pngsuite; do
+for d in wallpapers photos photos-2048 renders-2048 pngsuite; do
   printf '%-12s %4d files %8s\n' "$d" "$(ls "$dir/png/$d" | wc -l)" "$(du -sh "$dir/png/$d" | cut -f1)"
 done
