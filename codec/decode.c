@@ -1,1 +1,192 @@
-/* (to be written) */
+/* decode.c — CPU decoder: validates, then decodes tiles (optionally on
+ * several threads) with the shared routine of l3_tile.h. */
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "l3_internal.h"
+
+struct dec {
+    const struct l3_hdr *hdr;
+    const uint8_t *payload;
+    uint8_t *out; /* NULL: verify only */
+    size_t stride;
+    uint16_t *scratch; /* per worker: planes * tile area */
+    size_t scratch_per;
+};
+
+static int decode_tile(void *arg, unsigned worker, uint64_t t)
+{
+    struct dec *d = arg;
+    const struct l3_info *info = &d->hdr->info;
+    uint64_t b, e;
+    l3_tile_span(d->hdr->table, t, &b, &e);
+    uint32_t x0, y0, w, h;
+    l3_tile_rect(info->width, info->height, info->tile_width, info->tile_height, t,
+                 &x0, &y0, &w, &h);
+    uint16_t *buf = d->scratch + d->scratch_per * worker;
+    uint32_t flags;
+    unsigned planes = d->hdr->layout.planes;
+    int st = l3_tile_decode(d->payload + b, (size_t)(e - b), planes, w, h,
+                            info->bit_depth, buf, &flags);
+    if (st)
+        return st;
+    if (d->out) {
+        size_t sb = info->bit_depth > 8 ? 2 : 1;
+        uint8_t *o = d->out + (size_t)y0 * d->stride + (size_t)x0 * planes * sb;
+        l3_tile_store(buf, planes, w, h, info->bit_depth, flags, o, d->stride);
+    }
+    return L3_OK;
+}
+
+/* Shared by decode and verify. out == NULL: check framing only. */
+static int run(const uint8_t *data, size_t size, const struct l3_hdr *hdr,
+               uint8_t *out, size_t stride, unsigned threads, size_t mem_left)
+{
+    const struct l3_info *info = &hdr->info;
+    if (threads < 1)
+        threads = 1;
+    if (threads > 256)
+        threads = 256;
+    if (threads > hdr->layout.tile_count)
+        threads = hdr->layout.tile_count;
+    size_t per = (size_t)hdr->layout.planes * info->tile_width * info->tile_height;
+    if ((uint64_t)per * 2 * threads > mem_left)
+        return L3_ERR_LIMIT;
+    struct dec d;
+    d.hdr = hdr;
+    d.payload = data + hdr->layout.header_size;
+    d.out = out;
+    d.stride = stride;
+    d.scratch_per = per;
+    d.scratch = malloc(per * 2 * threads);
+    if (!d.scratch)
+        return L3_ERR_NOMEM;
+    (void)size;
+    int st = l3_parallel_tiles(hdr->layout.tile_count, threads, decode_tile, &d);
+    free(d.scratch);
+    return st;
+}
+
+/* Header + whole-file checks common to decode and verify. */
+static int open_file(const void *data, size_t size, struct l3_hdr *hdr)
+{
+    if (!data)
+        return L3_ERR_INVALID_ARG;
+    if (size == 0)
+        return L3_ERR_TRUNCATED;
+    int st = l3_parse_header(data, size, hdr, NULL);
+    if (st)
+        return st;
+    uint64_t total = (uint64_t)hdr->layout.header_size + hdr->layout.payload_size;
+    if (size < total)
+        return L3_ERR_TRUNCATED;
+    if (size > total)
+        return L3_ERR_CORRUPT; /* trailing bytes */
+    return L3_OK;
+}
+
+static int check_payload(const uint8_t *data, const struct l3_hdr *hdr)
+{
+    if (XXH3_64bits(data + hdr->layout.header_size, (size_t)hdr->layout.payload_size) !=
+        hdr->layout.payload_hash)
+        return L3_ERR_PAYLOAD_CHECKSUM;
+    return L3_OK;
+}
+
+int l3_verify(const void *data, size_t size)
+{
+    struct l3_hdr hdr;
+    int st = open_file(data, size, &hdr);
+    if (st)
+        return st;
+    st = check_payload(data, &hdr);
+    if (st)
+        return st;
+    return run(data, size, &hdr, NULL, 0, 1, L3_DEFAULT_MAX_MEMORY);
+}
+
+static int check_limits(const struct l3_hdr *hdr, const struct l3_decode_options *opts,
+                        uint64_t *max_pixels, size_t *max_memory)
+{
+    l3_limits_resolve(opts ? &opts->limits : NULL, max_pixels, max_memory);
+    if ((uint64_t)hdr->info.width * hdr->info.height > *max_pixels)
+        return L3_ERR_LIMIT;
+    return L3_OK;
+}
+
+int l3_decode(const void *data, size_t size, void *out, size_t out_size,
+              size_t stride, const struct l3_decode_options *opts)
+{
+    if (!out)
+        return L3_ERR_INVALID_ARG;
+    if (opts && (opts->flags & ~L3_DECODE_VERIFY))
+        return L3_ERR_INVALID_ARG;
+    struct l3_hdr hdr;
+    int st = open_file(data, size, &hdr);
+    if (st)
+        return st;
+    uint64_t max_pixels;
+    size_t max_memory;
+    st = check_limits(&hdr, opts, &max_pixels, &max_memory);
+    if (st)
+        return st;
+    size_t row = l3_row_bytes(&hdr.info);
+    if (stride == 0)
+        stride = row;
+    if (stride < row)
+        return L3_ERR_BUFFER_TOO_SMALL;
+    size_t need = l3_decoded_size(&hdr.info, stride);
+    if (need == 0 || out_size < need)
+        return L3_ERR_BUFFER_TOO_SMALL;
+    if (opts && (opts->flags & L3_DECODE_VERIFY)) {
+        st = check_payload(data, &hdr);
+        if (st)
+            return st;
+    }
+    return run(data, size, &hdr, out, stride, opts ? opts->threads : 1, max_memory);
+}
+
+int l3_decode_alloc(const void *data, size_t size, const struct l3_decode_options *opts,
+                    void **pixels_ret, size_t *pixels_size_ret, struct l3_info *info_ret)
+{
+    if (!pixels_ret)
+        return L3_ERR_INVALID_ARG;
+    *pixels_ret = NULL;
+    if (pixels_size_ret)
+        *pixels_size_ret = 0;
+    if (opts && (opts->flags & ~L3_DECODE_VERIFY))
+        return L3_ERR_INVALID_ARG;
+    struct l3_hdr hdr;
+    int st = open_file(data, size, &hdr);
+    if (st)
+        return st;
+    uint64_t max_pixels;
+    size_t max_memory;
+    st = check_limits(&hdr, opts, &max_pixels, &max_memory);
+    if (st)
+        return st;
+    size_t need = l3_decoded_size(&hdr.info, 0);
+    if (need == 0 || need > max_memory)
+        return L3_ERR_LIMIT;
+    if (opts && (opts->flags & L3_DECODE_VERIFY)) {
+        st = check_payload(data, &hdr);
+        if (st)
+            return st;
+    }
+    void *px = malloc(need);
+    if (!px)
+        return L3_ERR_NOMEM;
+    st = run(data, size, &hdr, px, l3_row_bytes(&hdr.info), opts ? opts->threads : 1,
+             max_memory - need);
+    if (st) {
+        free(px);
+        return st;
+    }
+    *pixels_ret = px;
+    if (pixels_size_ret)
+        *pixels_size_ret = need;
+    if (info_ret)
+        *info_ret = hdr.info;
+    return L3_OK;
+}

@@ -1,1 +1,448 @@
-/* (to be written) */
+/* encode.c — L3 encoder: pixels -> tiles (optionally on several threads). */
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "l3_internal.h"
+
+/* ---- bit writer (LSB first) ---- */
+struct bw {
+    uint8_t *p;
+    uint64_t acc;
+    unsigned n;
+};
+
+static inline void bw_put(struct bw *w, uint32_t v, unsigned n)
+{
+    w->acc |= (uint64_t)v << w->n;
+    w->n += n;
+    if (w->n >= 32) {
+        uint32_t o = (uint32_t)w->acc;
+        w->p[0] = (uint8_t)o;
+        w->p[1] = (uint8_t)(o >> 8);
+        w->p[2] = (uint8_t)(o >> 16);
+        w->p[3] = (uint8_t)(o >> 24);
+        w->p += 4;
+        w->acc >>= 32;
+        w->n -= 32;
+    }
+}
+
+static inline uint8_t *bw_flush(struct bw *w)
+{
+    while (w->n > 0) {
+        *w->p++ = (uint8_t)w->acc;
+        w->acc >>= 8;
+        w->n = w->n > 8 ? w->n - 8 : 0;
+    }
+    return w->p;
+}
+
+/* ---- per-plane analysis ---- */
+
+/* Zigzag-mapped MED residuals of a w x h plane (the decoder's rules). */
+static void plane_residuals(const uint16_t *src, uint32_t w, uint32_t h, unsigned depth,
+                            uint16_t *z)
+{
+    const uint32_t mask = (1u << depth) - 1, half = 1u << (depth - 1);
+    for (uint32_t y = 0; y < h; y++) {
+        const uint16_t *row = src + (size_t)y * w;
+        uint16_t *zr = z + (size_t)y * w;
+        if (y == 0) {
+            uint32_t a = 0;
+            for (uint32_t x = 0; x < w; x++) {
+                uint32_t v = row[x], e = (v - a) & mask;
+                zr[x] = (uint16_t)(e < half ? 2 * e : 2 * (mask + 1 - e) - 1);
+                a = v;
+            }
+        } else {
+            const uint16_t *up = row - w;
+            uint32_t a = up[0], c = up[0];
+            for (uint32_t x = 0; x < w; x++) {
+                uint32_t b = up[x], v = row[x];
+                uint32_t e = (v - l3_med(a, b, c)) & mask;
+                zr[x] = (uint16_t)(e < half ? 2 * e : 2 * (mask + 1 - e) - 1);
+                a = v;
+                c = b;
+            }
+        }
+    }
+}
+
+static inline unsigned sym_cost(unsigned s, unsigned prev)
+{
+    if (s == prev)
+        return 1;
+    if (s == prev + 1)
+        return 2;
+    if (s + 1 == prev)
+        return 3;
+    return 8;
+}
+
+static inline uint32_t group_cost(const uint16_t *z, uint32_t n, unsigned k,
+                                  unsigned depth)
+{
+    uint32_t c = n * (k + 1);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t q = (uint32_t)z[i] >> k;
+        c += q < L3_ESCAPE ? q : (L3_ESCAPE + depth) - (k + 1);
+    }
+    return c;
+}
+
+/* Chooses each group's symbol; returns the exact stream length in bits. */
+static uint64_t plane_plan(const uint16_t *z, uint32_t w, uint32_t h, unsigned depth,
+                           uint8_t *syms)
+{
+    uint64_t bits = 0;
+    unsigned prev = 0;
+    size_t g = 0;
+    for (uint32_t y = 0; y < h; y++) {
+        const uint16_t *zr = z + (size_t)y * w;
+        for (uint32_t x0 = 0; x0 < w; x0 += L3_GROUP) {
+            uint32_t n = w - x0 < L3_GROUP ? w - x0 : L3_GROUP;
+            uint32_t s = 0;
+            for (uint32_t i = 0; i < n; i++)
+                s += zr[x0 + i];
+            unsigned best;
+            uint32_t bc;
+            if (s == 0) {
+                best = 0;
+                bc = sym_cost(0, prev);
+            } else {
+                uint32_t mean = s / n;
+                int k0 = mean ? 31 - __builtin_clz(mean) : 0;
+                int lo = k0 - 1 < 0 ? 0 : k0 - 1, hi = k0 + 1 > (int)depth ? (int)depth : k0 + 1;
+                best = 0;
+                bc = UINT32_MAX;
+                for (int k = lo; k <= hi; k++) {
+                    uint32_t c = group_cost(zr + x0, n, (unsigned)k, depth) +
+                                 sym_cost((unsigned)k + 1, prev);
+                    if (c < bc) {
+                        bc = c;
+                        best = (unsigned)k + 1;
+                    }
+                }
+            }
+            syms[g++] = (uint8_t)best;
+            prev = best;
+            bits += bc;
+        }
+    }
+    return bits;
+}
+
+static uint8_t *plane_write_med(const uint16_t *z, const uint8_t *syms, uint32_t w,
+                                uint32_t h, unsigned depth, uint8_t *out)
+{
+    struct bw bw = {out, 0, 0};
+    unsigned prev = 0;
+    size_t g = 0;
+    for (uint32_t y = 0; y < h; y++) {
+        const uint16_t *zr = z + (size_t)y * w;
+        for (uint32_t x0 = 0; x0 < w; x0 += L3_GROUP) {
+            uint32_t n = w - x0 < L3_GROUP ? w - x0 : L3_GROUP;
+            unsigned s = syms[g++];
+            if (s == prev)
+                bw_put(&bw, 1, 1);
+            else if (s == prev + 1)
+                bw_put(&bw, 2, 2);
+            else if (s + 1 == prev)
+                bw_put(&bw, 4, 3);
+            else
+                bw_put(&bw, (uint32_t)s << 3, 8);
+            prev = s;
+            if (s == 0)
+                continue;
+            unsigned k = s - 1;
+            uint32_t mk = (1u << k) - 1;
+            for (uint32_t i = 0; i < n; i++) {
+                uint32_t v = zr[x0 + i], q = v >> k;
+                if (q < L3_ESCAPE)
+                    bw_put(&bw, (1u << q) | ((v & mk) << (q + 1)), q + 1 + k);
+                else
+                    bw_put(&bw, v << L3_ESCAPE, L3_ESCAPE + depth);
+            }
+        }
+    }
+    return bw_flush(&bw);
+}
+
+static uint8_t *plane_write_raw(const uint16_t *src, size_t n, unsigned depth,
+                                uint8_t *out)
+{
+    if (depth == 8) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = (uint8_t)src[i];
+        return out + n;
+    }
+    if (depth == 16) {
+        for (size_t i = 0; i < n; i++) {
+            out[2 * i] = (uint8_t)src[i];
+            out[2 * i + 1] = (uint8_t)(src[i] >> 8);
+        }
+        return out + 2 * n;
+    }
+    struct bw bw = {out, 0, 0};
+    for (size_t i = 0; i < n; i++)
+        bw_put(&bw, src[i], depth);
+    return bw_flush(&bw);
+}
+
+/* ---- tiles ---- */
+
+struct enc {
+    const struct l3_info *info;
+    const uint8_t *pixels;
+    size_t stride;
+    unsigned planes;
+    uint8_t *slots;       /* tile t's bytes start at slots + t * slot_size */
+    size_t slot_size;
+    uint64_t *tile_bytes; /* actual size of each tile */
+    uint16_t *scratch;    /* per worker */
+    size_t scratch_per;   /* uint16_t elements */
+    size_t area;          /* tile_w * tile_h */
+};
+
+/* Candidate planes held in scratch: 0..3 channels, 4 = R-G, 5 = B-G. */
+#define NCAND 6
+
+struct plan {
+    unsigned mode;
+    uint64_t bytes;
+};
+
+/* Decide const / raw / MED for one candidate plane (residuals into z, group
+ * symbols into syms). */
+static struct plan plan_plane(const uint16_t *src, uint32_t w, uint32_t h,
+                              unsigned depth, uint16_t *z, uint8_t *syms)
+{
+    size_t n = (size_t)w * h;
+    struct plan p;
+    uint16_t v0 = src[0];
+    size_t i = 1;
+    while (i < n && src[i] == v0)
+        i++;
+    if (i == n) {
+        p.mode = L3_PLANE_CONST;
+        p.bytes = (depth + 7) / 8;
+        return p;
+    }
+    uint64_t raw = ((uint64_t)n * depth + 7) / 8;
+    plane_residuals(src, w, h, depth, z);
+    uint64_t med = (plane_plan(z, w, h, depth, syms) + 7) / 8;
+    if (med < raw) {
+        p.mode = L3_PLANE_MED;
+        p.bytes = med;
+    } else {
+        p.mode = L3_PLANE_RAW;
+        p.bytes = raw;
+    }
+    return p;
+}
+
+static int encode_tile(void *arg, unsigned worker, uint64_t t)
+{
+    struct enc *e = arg;
+    const struct l3_info *info = e->info;
+    const unsigned depth = info->bit_depth, P = e->planes;
+    uint32_t x0, y0, w, h;
+    l3_tile_rect(info->width, info->height, info->tile_width, info->tile_height, t, &x0,
+                 &y0, &w, &h);
+    const size_t area = e->area, n = (size_t)w * h;
+    const size_t groups = (size_t)info->tile_height * ((info->tile_width + 15) / 16);
+    uint16_t *sc = e->scratch + e->scratch_per * worker;
+    uint16_t *pl[NCAND], *zz[NCAND];
+    for (int c = 0; c < NCAND; c++) {
+        pl[c] = sc + c * area;
+        zz[c] = sc + (NCAND + c) * area;
+    }
+    uint8_t *symbase = (uint8_t *)(sc + 2 * NCAND * area);
+    uint8_t *syms[NCAND];
+    for (int c = 0; c < NCAND; c++)
+        syms[c] = symbase + c * groups;
+
+    /* gather planes, checking sample ranges */
+    uint32_t maxv = info->color == L3_COLOR_PALETTE ? info->palette_len - 1u
+                                                    : (1u << depth) - 1;
+    uint32_t over = 0;
+    for (uint32_t y = 0; y < h; y++) {
+        const uint8_t *r = e->pixels + (size_t)(y0 + y) * e->stride;
+        size_t o = (size_t)y * w;
+        if (depth == 16) {
+            const uint16_t *r16 = (const uint16_t *)r + (size_t)x0 * P;
+            for (uint32_t x = 0; x < w; x++)
+                for (unsigned c = 0; c < P; c++)
+                    pl[c][o + x] = r16[x * P + c];
+        } else {
+            const uint8_t *r8 = r + (size_t)x0 * P;
+            if (P == 3) {
+                for (uint32_t x = 0; x < w; x++) {
+                    pl[0][o + x] = r8[3 * x];
+                    pl[1][o + x] = r8[3 * x + 1];
+                    pl[2][o + x] = r8[3 * x + 2];
+                }
+            } else {
+                for (uint32_t x = 0; x < w; x++)
+                    for (unsigned c = 0; c < P; c++) {
+                        uint32_t v = r8[x * P + c];
+                        over |= v > maxv;
+                        pl[c][o + x] = (uint16_t)v;
+                    }
+            }
+        }
+    }
+    if (over)
+        return L3_ERR_INVALID_ARG;
+
+    struct plan plans[NCAND];
+    unsigned use[4] = {0, 1, 2, 3};
+    uint32_t flags = 0;
+    for (unsigned c = 0; c < P; c++)
+        plans[c] = plan_plane(pl[c], w, h, depth, zz[c], syms[c]);
+    if (P >= 3) {
+        const uint32_t mask = (1u << depth) - 1;
+        for (size_t i = 0; i < n; i++) {
+            pl[4][i] = (uint16_t)((pl[0][i] - pl[1][i]) & mask);
+            pl[5][i] = (uint16_t)((pl[2][i] - pl[1][i]) & mask);
+        }
+        plans[4] = plan_plane(pl[4], w, h, depth, zz[4], syms[4]);
+        plans[5] = plan_plane(pl[5], w, h, depth, zz[5], syms[5]);
+        if (plans[4].bytes + plans[5].bytes < plans[0].bytes + plans[2].bytes) {
+            flags = L3_TILE_XFORM_G;
+            use[0] = 4;
+            use[2] = 5;
+        }
+    }
+
+    uint8_t *out = e->slots + e->slot_size * t;
+    out[0] = (uint8_t)flags;
+    uint8_t *p = out + L3_TILE_HEADER_BYTES(P);
+    for (unsigned c = 0; c < P; c++) {
+        unsigned u = use[c];
+        uint8_t *start = p;
+        switch (plans[u].mode) {
+        case L3_PLANE_CONST:
+            *p++ = (uint8_t)pl[u][0];
+            if (depth == 16)
+                *p++ = (uint8_t)(pl[u][0] >> 8);
+            break;
+        case L3_PLANE_RAW:
+            p = plane_write_raw(pl[u], n, depth, p);
+            break;
+        default:
+            p = plane_write_med(zz[u], syms[u], w, h, depth, p);
+            break;
+        }
+        if ((uint64_t)(p - start) != plans[u].bytes)
+            return L3_ERR_INVALID_ARG; /* cannot happen: plan and writer agree */
+        out[1 + 5 * c] = (uint8_t)plans[u].mode;
+        l3_wr_u32le(out + 2 + 5 * c, (uint32_t)(p - start));
+    }
+    e->tile_bytes[t] = (uint64_t)(p - out);
+    return L3_OK;
+}
+
+int l3_encode(const struct l3_info *info_in, const void *pixels, size_t stride,
+              const struct l3_encode_options *opts, void **out_ret, size_t *size_ret)
+{
+    if (!info_in || !pixels || !out_ret)
+        return L3_ERR_INVALID_ARG;
+    *out_ret = NULL;
+    if (size_ret)
+        *size_ret = 0;
+    struct l3_info info = *info_in;
+    if (l3_check_info(&info))
+        return L3_ERR_INVALID_ARG;
+    uint32_t tw = opts && opts->tile_width ? opts->tile_width : L3_DEFAULT_TILE;
+    uint32_t th = opts && opts->tile_height ? opts->tile_height : L3_DEFAULT_TILE;
+    uint64_t tiles, hsize;
+    if (l3_geometry(&info, tw, th, &tiles, &hsize))
+        return L3_ERR_INVALID_ARG;
+    info.tile_width = tw;
+    info.tile_height = th;
+    info.tiles_x = (info.width + tw - 1) / tw;
+    info.tiles_y = (info.height + th - 1) / th;
+    if (info.color != L3_COLOR_PALETTE)
+        memset(info.palette, 0, sizeof info.palette);
+    size_t row = l3_row_bytes(&info);
+    if (stride == 0)
+        stride = row;
+    if (stride < row)
+        return L3_ERR_INVALID_ARG;
+    if (stride % l3_sample_bytes(&info))
+        return L3_ERR_INVALID_ARG;
+
+    uint64_t max_pixels;
+    size_t max_memory;
+    l3_limits_resolve(opts ? &opts->limits : NULL, &max_pixels, &max_memory);
+    if ((uint64_t)info.width * info.height > max_pixels)
+        return L3_ERR_LIMIT;
+
+    unsigned threads = opts && opts->threads ? opts->threads : 1;
+    if (threads > 256)
+        threads = 256;
+    if (threads > tiles)
+        threads = (unsigned)tiles;
+    const unsigned P = info.channels;
+    size_t area = (size_t)tw * th;
+    size_t groups = (size_t)th * ((tw + 15) / 16);
+    size_t scratch_per = 2 * NCAND * area + (NCAND * groups + 1) / 2 + 1;
+    uint64_t slot = L3_TILE_HEADER_BYTES(P) + (uint64_t)P * l3_plane_max_bytes(tw, th,
+                                                                                 info.bit_depth);
+    /* memory: header + slots, tile sizes, scratch */
+    uint64_t mem = hsize + slot * tiles + 8 * tiles + (uint64_t)scratch_per * 2 * threads;
+    if (mem > max_memory || mem > SIZE_MAX)
+        return L3_ERR_LIMIT;
+
+    struct enc e;
+    e.info = &info;
+    e.pixels = pixels;
+    e.stride = stride;
+    e.planes = P;
+    e.slot_size = (size_t)slot;
+    e.area = area;
+    e.scratch_per = scratch_per;
+    uint8_t *buf = malloc((size_t)(hsize + slot * tiles));
+    e.tile_bytes = malloc(8 * (size_t)tiles);
+    e.scratch = malloc(scratch_per * 2 * threads);
+    if (!buf || !e.tile_bytes || !e.scratch) {
+        free(buf);
+        free(e.tile_bytes);
+        free(e.scratch);
+        return L3_ERR_NOMEM;
+    }
+    e.slots = buf + hsize;
+    int st = l3_parallel_tiles(tiles, threads, encode_tile, &e);
+    free(e.scratch);
+    if (st) {
+        free(buf);
+        free(e.tile_bytes);
+        return st;
+    }
+    /* compact the tiles behind the header, fill the table */
+    struct l3_layout lay;
+    memset(&lay, 0, sizeof lay);
+    lay.header_size = (size_t)hsize;
+    lay.table_offset = L3_FIXED_HEADER +
+                       (info.color == L3_COLOR_PALETTE ? 4u * info.palette_len : 0);
+    lay.tile_count = (uint32_t)tiles;
+    lay.planes = P;
+    uint64_t end = 0;
+    for (uint64_t t = 0; t < tiles; t++) {
+        memmove(buf + hsize + end, e.slots + e.slot_size * t, (size_t)e.tile_bytes[t]);
+        end += e.tile_bytes[t];
+        l3_wr_u64le(buf + lay.table_offset + 8 * t, end);
+    }
+    free(e.tile_bytes);
+    lay.payload_size = end;
+    lay.payload_hash = XXH3_64bits(buf + hsize, (size_t)end);
+    l3_write_header(buf, &info, &lay);
+    size_t total = (size_t)(hsize + end);
+    uint8_t *shrunk = realloc(buf, total);
+    *out_ret = shrunk ? shrunk : buf;
+    if (size_ret)
+        *size_ret = total;
+    return L3_OK;
+}

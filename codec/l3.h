@@ -130,6 +130,24 @@ struct l3_encode_options {
 int l3_read_info(const void *data, size_t size, struct l3_info *info_ret,
                  size_t *needed_ret);
 
+/* Where the parts of a validated file are: what a batch (GPU) decoder needs
+ * next to struct l3_info. The payload starts at header_size; the tile table is
+ * tile_count little-endian u64 end offsets (relative to the payload start) at
+ * table_offset; tile i spans [end[i-1], end[i]) with end[-1] = 0. See
+ * l3_tile.h for decoding one tile. */
+struct l3_layout {
+    size_t header_size;    /* bytes of header + palette + tile table + checksum */
+    size_t table_offset;   /* byte offset of the tile table in the file */
+    uint64_t payload_size; /* bytes of tile data after the header */
+    uint64_t payload_hash; /* XXH3-64 of the payload */
+    uint32_t tile_count;   /* tiles_x * tiles_y */
+    uint32_t planes;       /* coded planes per tile (= channels) */
+};
+
+/* l3_read_info() plus the layout; same validation and prefix semantics. */
+int l3_read_layout(const void *data, size_t size, struct l3_info *info_ret,
+                   struct l3_layout *layout_ret, size_t *needed_ret);
+
 /* Verifies header and payload checksums and every tile's framing, without
  * writing pixels. */
 int l3_verify(const void *data, size_t size);

@@ -1,1 +1,137 @@
-#include <criterion/criterion.h>
+/* helpers.c — deterministic image generators and checks for the codec tests. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+
+uint64_t th_rand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static const uint8_t channels_of[] = {1, 2, 3, 4, 1};
+
+void th_info(struct l3_info *info, unsigned color, unsigned depth, uint32_t w, uint32_t h)
+{
+    memset(info, 0, sizeof *info);
+    info->width = w;
+    info->height = h;
+    info->color = (uint8_t)color;
+    info->channels = channels_of[color];
+    info->bit_depth = (uint8_t)depth;
+    if (color == L3_COLOR_PALETTE) {
+        unsigned n = 1u << depth;
+        if (n > 200)
+            n = 200; /* not a power of two: indices must stay below it */
+        info->palette_len = (uint16_t)n;
+        info->palette_alpha_len = (uint16_t)(n / 2);
+        for (unsigned i = 0; i < n; i++) {
+            info->palette[i][0] = (uint8_t)(i * 7);
+            info->palette[i][1] = (uint8_t)(i * 13);
+            info->palette[i][2] = (uint8_t)(i * 29);
+            info->palette[i][3] = i < n / 2 ? (uint8_t)(i * 3) : 255;
+        }
+    }
+}
+
+void *th_image(const struct l3_info *info, enum th_pattern pat, uint64_t seed,
+               size_t *size_ret)
+{
+    size_t n = (size_t)info->width * info->height * info->channels;
+    size_t sb = info->bit_depth > 8 ? 2 : 1;
+    uint8_t *px = malloc(n * sb + 1);
+    uint32_t maxv = info->color == L3_COLOR_PALETTE ? info->palette_len - 1u
+                                                    : (1u << info->bit_depth) - 1;
+    uint64_t s = seed * 2654435761u + 1;
+    uint32_t flat = (uint32_t)(th_rand(&s) % (maxv + 1));
+    for (uint32_t y = 0; y < info->height; y++)
+        for (uint32_t x = 0; x < info->width; x++)
+            for (unsigned c = 0; c < info->channels; c++) {
+                uint32_t v;
+                switch (pat) {
+                case TH_NOISE: v = (uint32_t)(th_rand(&s) % (maxv + 1)); break;
+                case TH_GRADIENT:
+                    v = (uint32_t)(((uint64_t)(x * 3 + y * 2 + c * 50) * (maxv + 1)) /
+                                   (3u * info->width + 2u * info->height + 200)) % (maxv + 1);
+                    break;
+                case TH_FLAT: v = flat; break;
+                case TH_MAX: v = maxv; break;
+                default: { /* flat areas, gradients, noise blocks */
+                    uint32_t blk = ((x / 23) + (y / 17) * 3) % 4;
+                    if (blk == 0) v = flat;
+                    else if (blk == 1) v = (x + y * 5 + c) % (maxv + 1);
+                    else if (blk == 2) v = (uint32_t)(th_rand(&s) % (maxv + 1));
+                    else v = (x * x + y) % (maxv + 1);
+                } break;
+                }
+                size_t i = ((size_t)y * info->width + x) * info->channels + c;
+                if (sb == 2)
+                    ((uint16_t *)px)[i] = (uint16_t)v;
+                else
+                    px[i] = (uint8_t)v;
+            }
+    if (size_ret)
+        *size_ret = n * sb;
+    return px;
+}
+
+int th_roundtrip(const struct l3_info *info, const void *px,
+                 const struct l3_encode_options *eo, unsigned threads, char *msg,
+                 size_t msglen, void **out_ret, size_t *out_size_ret)
+{
+    void *l3 = NULL;
+    size_t n = 0;
+    int st = l3_encode(info, px, 0, eo, &l3, &n);
+    if (st) {
+        snprintf(msg, msglen, "encode: %s", l3_strerror(st));
+        return 1;
+    }
+    struct l3_info ri;
+    size_t need = 1;
+    st = l3_read_info(l3, n, &ri, &need);
+    if (st || need != 0 || ri.width != info->width || ri.height != info->height ||
+        ri.color != info->color || ri.channels != info->channels ||
+        ri.bit_depth != info->bit_depth || ri.palette_len != info->palette_len ||
+        ri.palette_alpha_len != info->palette_alpha_len ||
+        ri.has_trns_key != info->has_trns_key ||
+        memcmp(ri.trns_key, info->trns_key, sizeof ri.trns_key) ||
+        memcmp(ri.palette, info->palette, 4u * info->palette_len)) {
+        snprintf(msg, msglen, "read_info mismatch (%s)", l3_strerror(st));
+        l3_free(l3);
+        return 2;
+    }
+    st = l3_verify(l3, n);
+    if (st) {
+        snprintf(msg, msglen, "verify: %s", l3_strerror(st));
+        l3_free(l3);
+        return 3;
+    }
+    size_t raw = l3_decoded_size(info, 0);
+    for (int pass = 0; pass < 2; pass++) {
+        struct l3_decode_options o = {0};
+        o.threads = pass ? threads : 1;
+        o.flags = pass ? L3_DECODE_VERIFY : 0;
+        void *dec = NULL;
+        size_t dn = 0;
+        st = l3_decode_alloc(l3, n, &o, &dec, &dn, NULL);
+        if (st || dn != raw || memcmp(dec, px, raw)) {
+            snprintf(msg, msglen, "decode pass %d: %s%s", pass, l3_strerror(st),
+                     st ? "" : " (pixels differ)");
+            free(dec);
+            l3_free(l3);
+            return 4;
+        }
+        free(dec);
+    }
+    if (out_ret)
+        *out_ret = l3;
+    else
+        l3_free(l3);
+    if (out_size_ret)
+        *out_size_ret = n;
+    return 0;
+}

@@ -1,0 +1,520 @@
+/* l3_tile.h — decoding one L3 tile: the routine shared by the CPU decoder and
+ * the CUDA kernel. Header-only; every function is `static inline` and marked
+ * L3_TILE_FN, which is `__host__ __device__` under nvcc. The code uses no libc,
+ * no allocation, no globals and no recursion, and every read is checked
+ * against the end of the stream: hostile bytes give L3_ERR_CORRUPT, never an
+ * out-of-bounds access. The format is specified in docs/FORMAT.md.
+ *
+ * How to use it (CPU decoder and GPU kernel alike)
+ * ------------------------------------------------
+ * 0. On the host, validate the file first: l3_read_layout() (l3.h) checks the
+ *    header checksum, every field and the tile table. After that, for tile i
+ *    (row-major: tx = i % tiles_x, ty = i / tiles_x):
+ *        l3_tile_span(table, i, &begin, &end)   byte range inside the payload
+ *        l3_tile_rect(&info-ish geometry, ...)  x0, y0, w, h (edge tiles smaller)
+ *    The payload starts at layout.header_size; table = data + layout.table_offset.
+ * 1. l3_tile_parse(tile, tile_size, planes, &th)
+ *        reads the small tile header: a flags byte (colour transform) and, per
+ *        plane, a mode byte and a u32 stream length; checks that the lengths add
+ *        up to tile_size exactly. th.off[p]/th.len[p]/th.mode[p] locate each
+ *        plane's independent bitstream. planes = 1..4 (l3_planes(color)).
+ * 2. l3_tile_plane_decode(tile + th.off[p], th.len[p], th.mode[p], w, h, depth,
+ *                         dst)
+ *        decodes one plane of the tile into dst[y*w + x] (uint16_t, values
+ *        0..2^depth-1). One thread per (tile, plane) is the natural GPU mapping;
+ *        planes of one tile are independent. Returns L3_OK or L3_ERR_CORRUPT.
+ *        (l3_tile_decode() does steps 1-2 for all planes into buf[p*w*h + ...].)
+ * 3. Inverse colour transform + store: planes are in channel order (R, G, B,
+ *    A / gray, alpha / index). When th.flags & L3_TILE_XFORM_G, planes 0 and 2
+ *    of an RGB/RGBA tile hold R-G and B-G modulo 2^depth (plane 1 is G); the
+ *    planes can be decoded in any order, the transform is undone afterwards.
+ *    l3_tile_pixel() returns the output
+ *    channels of one pixel in channel order (R, G, B, A); l3_tile_store() writes
+ *    a whole tile into an interleaved 8- or 16-bit image with a row stride,
+ *    which is what the CPU decoder does. A GPU kernel with its own output
+ *    layout/dtype calls l3_tile_pixel() per pixel from its shared-memory tile.
+ *
+ * Scratch per tile: planes * w * h uint16_t (64x64 RGB: 24 KiB).
+ * Palette images decode to indices; expanding them through the palette is the
+ * caller's job (l3_info.palette has 256 entries, zero beyond palette_len, so
+ * palette[idx] is always in bounds for idx < 256).
+ */
+#ifndef L3_TILE_H
+#define L3_TILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "l3.h"
+
+#if defined(__CUDACC__)
+#define L3_TILE_FN static inline __host__ __device__
+#else
+#define L3_TILE_FN static inline
+#endif
+
+/* Tile flags byte */
+#define L3_TILE_XFORM_G 0x01u /* R and B planes hold R-G, B-G (mod 2^depth) */
+
+/* Plane coding modes */
+#define L3_PLANE_CONST 0u /* every sample equals one value (depth bits) */
+#define L3_PLANE_RAW 1u   /* w*h samples of depth bits each */
+#define L3_PLANE_MED 2u   /* MED prediction + grouped Rice codes */
+
+#define L3_GROUP 16u      /* samples per Rice group (along a row) */
+#define L3_ESCAPE 16u     /* unary length that signals an escaped sample */
+
+#define L3_TILE_MAX_PLANES 4u
+
+/* Bytes before the first plane stream in a tile with `planes` planes. */
+#define L3_TILE_HEADER_BYTES(planes) (1u + 5u * (planes))
+
+struct l3_tile_header {
+    uint32_t flags;
+    uint32_t off[L3_TILE_MAX_PLANES];  /* byte offset of the plane stream in the tile */
+    uint32_t len[L3_TILE_MAX_PLANES];  /* its length in bytes */
+    uint32_t mode[L3_TILE_MAX_PLANES]; /* L3_PLANE_* */
+};
+
+/* ---- small helpers ---- */
+
+L3_TILE_FN uint32_t l3_rd_u32le(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+           ((uint32_t)p[3] << 24);
+}
+
+L3_TILE_FN uint64_t l3_rd_u64le(const uint8_t *p)
+{
+#if !defined(__CUDA_ARCH__) && defined(__GNUC__) && defined(__BYTE_ORDER__) && \
+    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t v;
+    __builtin_memcpy(&v, p, 8);
+    return v;
+#else
+    return (uint64_t)l3_rd_u32le(p) | ((uint64_t)l3_rd_u32le(p + 4) << 32);
+#endif
+}
+
+/* Count trailing zeros of a non-zero 64-bit value. */
+L3_TILE_FN unsigned l3_ctz64(uint64_t x)
+{
+#if defined(__CUDA_ARCH__)
+    return (unsigned)(__ffsll((long long)x) - 1);
+#elif defined(__GNUC__)
+    return (unsigned)__builtin_ctzll(x);
+#else
+    unsigned n = 0;
+    while (!(x & 1)) { x >>= 1; n++; }
+    return n;
+#endif
+}
+
+/* Number of planes (= channels) of a colour model; 0 when invalid. */
+L3_TILE_FN unsigned l3_planes(unsigned color)
+{
+    switch (color) {
+    case L3_COLOR_GRAY: return 1;
+    case L3_COLOR_GRAY_ALPHA: return 2;
+    case L3_COLOR_RGB: return 3;
+    case L3_COLOR_RGBA: return 4;
+    case L3_COLOR_PALETTE: return 1;
+    default: return 0;
+    }
+}
+
+/* Byte range [*begin, *end) of tile i inside the payload, from the tile table
+ * (u64 little-endian end offsets). Only valid after the table was validated. */
+L3_TILE_FN void l3_tile_span(const uint8_t *table, uint64_t i, uint64_t *begin,
+                             uint64_t *end)
+{
+    *begin = i ? l3_rd_u64le(table + 8 * (i - 1)) : 0;
+    *end = l3_rd_u64le(table + 8 * i);
+}
+
+/* Pixel rectangle of tile i. */
+L3_TILE_FN void l3_tile_rect(uint32_t width, uint32_t height, uint32_t tile_w,
+                             uint32_t tile_h, uint64_t i, uint32_t *x0, uint32_t *y0,
+                             uint32_t *w, uint32_t *h)
+{
+    uint32_t tiles_x = (width + tile_w - 1) / tile_w;
+    uint32_t tx = (uint32_t)(i % tiles_x), ty = (uint32_t)(i / tiles_x);
+    *x0 = tx * tile_w;
+    *y0 = ty * tile_h;
+    *w = width - *x0 < tile_w ? width - *x0 : tile_w;
+    *h = height - *y0 < tile_h ? height - *y0 : tile_h;
+}
+
+/* ---- bit reader: LSB-first, 64-bit window, reads past the end give zero
+ * bits and are detected by l3_br_overrun() ---- */
+
+struct l3_br {
+    uint64_t bits; /* next bits, LSB first */
+    unsigned n;    /* valid bits in `bits` */
+    size_t pos;    /* bytes loaded so far (may exceed len: virtual zero bytes) */
+    size_t len;
+    const uint8_t *p;
+};
+
+L3_TILE_FN void l3_br_init(struct l3_br *br, const uint8_t *p, size_t len)
+{
+    br->bits = 0;
+    br->n = 0;
+    br->pos = 0;
+    br->len = len;
+    br->p = p;
+}
+
+/* After this, br->n >= 56. */
+L3_TILE_FN void l3_br_refill(struct l3_br *br)
+{
+    if (br->pos + 8 <= br->len) {
+        br->bits |= l3_rd_u64le(br->p + br->pos) << br->n;
+        br->pos += (63 - br->n) >> 3;
+        br->n |= 56;
+    } else {
+        while (br->n <= 56) {
+            uint64_t b = br->pos < br->len ? br->p[br->pos] : 0;
+            br->bits |= b << br->n;
+            br->pos++;
+            br->n += 8;
+        }
+    }
+}
+
+L3_TILE_FN void l3_br_skip(struct l3_br *br, unsigned k)
+{
+    br->bits >>= k;
+    br->n -= k;
+}
+
+/* Reads k <= 32 bits; requires br->n >= k. */
+L3_TILE_FN uint32_t l3_br_take(struct l3_br *br, unsigned k)
+{
+    uint32_t v = (uint32_t)(br->bits & ((1ull << k) - 1));
+    br->bits >>= k;
+    br->n -= k;
+    return v;
+}
+
+/* Bits consumed so far. */
+L3_TILE_FN uint64_t l3_br_consumed(const struct l3_br *br)
+{
+    return (uint64_t)br->pos * 8 - br->n;
+}
+
+/* The stream must end in the last byte: consumed bits round up to len bytes. */
+L3_TILE_FN int l3_br_finish(const struct l3_br *br)
+{
+    uint64_t c = l3_br_consumed(br);
+    if (c > (uint64_t)br->len * 8 || (c + 7) / 8 != br->len)
+        return L3_ERR_CORRUPT;
+    return L3_OK;
+}
+
+/* ---- tile header ---- */
+
+L3_TILE_FN int l3_tile_parse(const uint8_t *tile, size_t size, unsigned planes,
+                             struct l3_tile_header *th)
+{
+    if (planes < 1 || planes > L3_TILE_MAX_PLANES)
+        return L3_ERR_CORRUPT;
+    size_t hb = L3_TILE_HEADER_BYTES(planes);
+    if (size < hb)
+        return L3_ERR_CORRUPT;
+    th->flags = tile[0];
+    if (th->flags & ~L3_TILE_XFORM_G)
+        return L3_ERR_CORRUPT;
+    if ((th->flags & L3_TILE_XFORM_G) && planes < 3)
+        return L3_ERR_CORRUPT;
+    uint64_t off = hb;
+    for (unsigned p = 0; p < planes; p++) {
+        th->mode[p] = tile[1 + 5 * p];
+        th->len[p] = l3_rd_u32le(tile + 2 + 5 * p);
+        th->off[p] = (uint32_t)off;
+        if (th->mode[p] > L3_PLANE_MED)
+            return L3_ERR_CORRUPT;
+        off += th->len[p];
+        if (off > size)
+            return L3_ERR_CORRUPT;
+    }
+    for (unsigned p = planes; p < L3_TILE_MAX_PLANES; p++) {
+        th->mode[p] = 0;
+        th->len[p] = 0;
+        th->off[p] = (uint32_t)off;
+    }
+    if (off != size)
+        return L3_ERR_CORRUPT;
+    return L3_OK;
+}
+
+/* ---- plane decoders ---- */
+
+/* Median edge detector (LOCO-I): a = left, b = up, c = up-left. */
+L3_TILE_FN uint32_t l3_med(uint32_t a, uint32_t b, uint32_t c)
+{
+    uint32_t mx = a > b ? a : b;
+    uint32_t mn = a > b ? b : a;
+    uint32_t m = a + b - c;
+    m = c <= mn ? mx : m;
+    m = c >= mx ? mn : m;
+    return m;
+}
+
+/* Reads a group symbol: 0 = all-zero group, k+1 = Rice parameter k.
+ * Requires br->n >= 8. Returns a value > depth+1 on invalid input. */
+L3_TILE_FN uint32_t l3_read_symbol(struct l3_br *br, uint32_t prev)
+{
+    unsigned t = l3_ctz64(br->bits | 8u);
+    if (t == 0) {
+        l3_br_skip(br, 1);
+        return prev;
+    }
+    if (t == 1) {
+        l3_br_skip(br, 2);
+        return prev + 1;
+    }
+    if (t == 2) {
+        l3_br_skip(br, 3);
+        return prev - 1; /* prev == 0 wraps to a huge value: rejected */
+    }
+    l3_br_skip(br, 3);
+    return l3_br_take(br, 5);
+}
+
+/* One Rice-coded zigzag value with parameter k (escape: L3_ESCAPE zeros, then
+ * `depth` raw bits). Requires br->n >= 32. */
+L3_TILE_FN uint32_t l3_read_rice(struct l3_br *br, unsigned k, unsigned depth)
+{
+    unsigned q = l3_ctz64(br->bits | (1ull << L3_ESCAPE));
+    if (q < L3_ESCAPE) {
+        uint64_t b = br->bits >> (q + 1);
+        uint32_t v = (q << k) | (uint32_t)(b & ((1ull << k) - 1));
+        br->bits = b >> k;
+        br->n -= q + 1 + k;
+        return v;
+    }
+    l3_br_skip(br, L3_ESCAPE);
+    return l3_br_take(br, depth);
+}
+
+L3_TILE_FN uint32_t l3_unzigzag(uint32_t v)
+{
+    return (v >> 1) ^ (0u - (v & 1u));
+}
+
+/* MED + Rice plane. dst: w*h samples, row stride w. */
+L3_TILE_FN int l3_plane_decode_med(const uint8_t *s, size_t len, uint32_t w,
+                                   uint32_t h, unsigned depth, uint16_t *dst)
+{
+    struct l3_br br;
+    l3_br_init(&br, s, len);
+    const uint32_t mask = (1u << depth) - 1;
+    const uint32_t maxsym = depth + 1;
+    uint32_t sym = 0, bad = 0;
+    for (uint32_t y = 0; y < h; y++) {
+        uint16_t *row = dst + (size_t)y * w;
+        const uint16_t *up = y ? row - w : row; /* not read on row 0 */
+        uint32_t a = y ? up[0] : 0, c = a;
+        for (uint32_t x0 = 0; x0 < w; x0 += L3_GROUP) {
+            uint32_t xe = w - x0 < L3_GROUP ? w : x0 + L3_GROUP;
+            l3_br_refill(&br);
+            sym = l3_read_symbol(&br, sym);
+            if (sym > maxsym)
+                return L3_ERR_CORRUPT;
+            if (sym == 0) {
+                if (y) {
+                    for (uint32_t x = x0; x < xe; x++) {
+                        uint32_t b = up[x];
+                        a = l3_med(a, b, c);
+                        c = b;
+                        row[x] = (uint16_t)a;
+                    }
+                } else {
+                    for (uint32_t x = x0; x < xe; x++)
+                        row[x] = (uint16_t)a;
+                }
+            } else {
+                unsigned k = sym - 1;
+                if (y) {
+                    for (uint32_t x = x0; x < xe; x++) {
+                        l3_br_refill(&br);
+                        uint32_t v = l3_read_rice(&br, k, depth);
+                        bad |= v;
+                        uint32_t b = up[x];
+                        a = (l3_med(a, b, c) + l3_unzigzag(v)) & mask;
+                        c = b;
+                        row[x] = (uint16_t)a;
+                    }
+                } else {
+                    for (uint32_t x = x0; x < xe; x++) {
+                        l3_br_refill(&br);
+                        uint32_t v = l3_read_rice(&br, k, depth);
+                        bad |= v;
+                        a = (a + l3_unzigzag(v)) & mask;
+                        row[x] = (uint16_t)a;
+                    }
+                }
+            }
+        }
+    }
+    if (bad >> depth)
+        return L3_ERR_CORRUPT; /* a value the encoder would have escaped */
+    return l3_br_finish(&br);
+}
+
+L3_TILE_FN int l3_plane_decode_raw(const uint8_t *s, size_t len, uint32_t w,
+                                   uint32_t h, unsigned depth, uint16_t *dst)
+{
+    uint64_t n = (uint64_t)w * h;
+    if ((uint64_t)len != (n * depth + 7) / 8)
+        return L3_ERR_CORRUPT;
+    if (depth == 8) {
+        for (uint64_t i = 0; i < n; i++)
+            dst[i] = s[i];
+        return L3_OK;
+    }
+    if (depth == 16) {
+        for (uint64_t i = 0; i < n; i++)
+            dst[i] = (uint16_t)(s[2 * i] | (s[2 * i + 1] << 8));
+        return L3_OK;
+    }
+    struct l3_br br;
+    l3_br_init(&br, s, len);
+    for (uint64_t i = 0; i < n; i++) {
+        if (br.n < depth)
+            l3_br_refill(&br);
+        dst[i] = (uint16_t)l3_br_take(&br, depth);
+    }
+    return l3_br_finish(&br);
+}
+
+L3_TILE_FN int l3_plane_decode_const(const uint8_t *s, size_t len, uint32_t w,
+                                     uint32_t h, unsigned depth, uint16_t *dst)
+{
+    if (len != (depth + 7) / 8)
+        return L3_ERR_CORRUPT;
+    uint32_t v = s[0];
+    if (depth == 16)
+        v |= (uint32_t)s[1] << 8;
+    if (v >> depth)
+        return L3_ERR_CORRUPT;
+    uint64_t n = (uint64_t)w * h;
+    for (uint64_t i = 0; i < n; i++)
+        dst[i] = (uint16_t)v;
+    return L3_OK;
+}
+
+/* Decodes one plane stream of a w x h tile into dst (w*h samples, stride w).
+ * depth: 1, 2, 4, 8 or 16. */
+L3_TILE_FN int l3_tile_plane_decode(const uint8_t *s, size_t len, unsigned mode,
+                                    uint32_t w, uint32_t h, unsigned depth,
+                                    uint16_t *dst)
+{
+    if (w == 0 || h == 0 || depth == 0 || depth > 16)
+        return L3_ERR_CORRUPT;
+    switch (mode) {
+    case L3_PLANE_CONST: return l3_plane_decode_const(s, len, w, h, depth, dst);
+    case L3_PLANE_RAW: return l3_plane_decode_raw(s, len, w, h, depth, dst);
+    case L3_PLANE_MED: return l3_plane_decode_med(s, len, w, h, depth, dst);
+    default: return L3_ERR_CORRUPT;
+    }
+}
+
+/* Decodes all planes of one tile into buf (plane p at buf + p*w*h). */
+L3_TILE_FN int l3_tile_decode(const uint8_t *tile, size_t size, unsigned planes,
+                              uint32_t w, uint32_t h, unsigned depth, uint16_t *buf,
+                              uint32_t *flags_ret)
+{
+    struct l3_tile_header th;
+    int st = l3_tile_parse(tile, size, planes, &th);
+    if (st)
+        return st;
+    for (unsigned p = 0; p < planes; p++) {
+        st = l3_tile_plane_decode(tile + th.off[p], th.len[p], th.mode[p], w, h,
+                                  depth, buf + (size_t)p * w * h);
+        if (st)
+            return st;
+    }
+    *flags_ret = th.flags;
+    return L3_OK;
+}
+
+/* Output channels of pixel i (= y*w + x) of a decoded tile buffer, in channel
+ * order; plane_stride = w*h. */
+L3_TILE_FN void l3_tile_pixel(const uint16_t *buf, size_t plane_stride, size_t i,
+                              unsigned planes, unsigned depth, uint32_t flags,
+                              uint32_t px[4])
+{
+    if (planes >= 3) {
+        uint32_t mask = (1u << depth) - 1;
+        uint32_t g = buf[i + plane_stride];
+        uint32_t r = buf[i], b = buf[i + 2 * plane_stride];
+        if (flags & L3_TILE_XFORM_G) {
+            r = (r + g) & mask;
+            b = (b + g) & mask;
+        }
+        px[0] = r;
+        px[1] = g;
+        px[2] = b;
+        px[3] = planes == 4 ? buf[i + 3 * plane_stride] : 0;
+    } else {
+        px[0] = buf[i];
+        px[1] = planes == 2 ? buf[i + plane_stride] : 0;
+        px[2] = px[3] = 0;
+    }
+}
+
+/* Writes a decoded tile into an interleaved image: `out` points at the tile's
+ * top-left sample, rows `stride` bytes apart, samples uint8_t (depth <= 8) or
+ * native uint16_t (depth 16). */
+L3_TILE_FN void l3_tile_store(const uint16_t *buf, unsigned planes, uint32_t w,
+                              uint32_t h, unsigned depth, uint32_t flags, void *out,
+                              size_t stride)
+{
+    const size_t ps = (size_t)w * h;
+    const uint32_t mask = (1u << depth) - 1;
+    for (uint32_t y = 0; y < h; y++) {
+        const uint16_t *s0 = buf + (size_t)y * w;
+        if (depth <= 8) {
+            uint8_t *o = (uint8_t *)out + (size_t)y * stride;
+            if (planes == 1) {
+                for (uint32_t x = 0; x < w; x++) o[x] = (uint8_t)s0[x];
+            } else if (planes == 2) {
+                for (uint32_t x = 0; x < w; x++) {
+                    o[2 * x] = (uint8_t)s0[x];
+                    o[2 * x + 1] = (uint8_t)s0[x + ps];
+                }
+            } else {
+                const uint16_t *sr = s0, *sg = s0 + ps, *sb = s0 + 2 * ps;
+                uint32_t add = (flags & L3_TILE_XFORM_G) ? 0xffffu : 0;
+                if (planes == 3) {
+                    for (uint32_t x = 0; x < w; x++) {
+                        uint32_t g = sg[x], ga = g & add;
+                        o[3 * x] = (uint8_t)((sr[x] + ga) & mask);
+                        o[3 * x + 1] = (uint8_t)g;
+                        o[3 * x + 2] = (uint8_t)((sb[x] + ga) & mask);
+                    }
+                } else {
+                    const uint16_t *sa = s0 + 3 * ps;
+                    for (uint32_t x = 0; x < w; x++) {
+                        uint32_t g = sg[x], ga = g & add;
+                        o[4 * x] = (uint8_t)((sr[x] + ga) & mask);
+                        o[4 * x + 1] = (uint8_t)g;
+                        o[4 * x + 2] = (uint8_t)((sb[x] + ga) & mask);
+                        o[4 * x + 3] = (uint8_t)sa[x];
+                    }
+                }
+            }
+        } else {
+            uint16_t *o = (uint16_t *)((uint8_t *)out + (size_t)y * stride);
+            for (uint32_t x = 0; x < w; x++) {
+                uint32_t px[4];
+                l3_tile_pixel(buf, ps, (size_t)y * w + x, planes, depth, flags, px);
+                for (unsigned c = 0; c < planes; c++)
+                    o[planes * x + c] = (uint16_t)px[c];
+            }
+        }
+    }
+}
+
+#endif /* L3_TILE_H */
