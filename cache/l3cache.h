@@ -47,6 +47,9 @@ struct l3cache_options {
     unsigned flags;           /* L3CACHE_* below */
 };
 #define L3CACHE_READONLY 0x1u /* never write: lookups and reads only */
+#define L3CACHE_VERIFY_FULL 0x2u /* every hit checks the whole object's
+                                    checksums (default: header checksum, and
+                                    the size against the index) */
 
 /* Opens (creating if needed) a cache directory. Cleans stale temp files left
  * by crashed writers. *cache_ret is set on success. */
@@ -107,6 +110,7 @@ struct l3cache_stats {
     uint64_t object_bytes;      /* their total size */
     uint64_t max_bytes;         /* the cap, 0 = unlimited */
     int writes_disabled;        /* 1 after a write failure degraded the cache */
+    uint64_t index_entries;     /* source identities known to the index */
 };
 int l3cache_get_stats(l3cache *cache, struct l3cache_stats *stats_ret);
 
@@ -117,6 +121,12 @@ int l3cache_verify_all(l3cache *cache, uint64_t *checked_ret, uint64_t *bad_ret)
 int l3cache_gc(l3cache *cache, uint64_t *freed_ret);
 /* Removes every object and the index. */
 int l3cache_clear(l3cache *cache);
+
+/* `l3fs cache stats|verify|gc|clear --cache-dir DIR [--cache-size SIZE]
+ * [--json]`: argv[0] is "cache" (or any program name), argv[1] the command.
+ * Prints to stdout/stderr; returns a process exit status (0 ok, 1 problem
+ * found or failure, 2 usage). */
+int l3cache_cli_main(int argc, char **argv);
 
 #ifdef __cplusplus
 }

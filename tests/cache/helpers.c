@@ -1,0 +1,191 @@
+#include "helpers.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <png.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+int fake_encode(void *ctx, const void *png, size_t png_size,
+                const struct l3_encode_options *opts, void **out_ret, size_t *size_ret)
+{
+    struct fake_codec *fc = ctx;
+    (void)opts;
+    if (fc) {
+        atomic_fetch_add(&fc->calls, 1);
+        int d = atomic_load(&fc->delay_ms);
+        if (d > 0) {
+            struct timespec ts = {d / 1000, (long)(d % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        if (atomic_load(&fc->fail))
+            return L3_ERR_LIMIT;
+    }
+    static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    if (png_size < 8 || memcmp(png, sig, 8) != 0)
+        return L3_ERR_PNG;
+    uint8_t *out = malloc(FAKE_HDR + png_size);
+    if (!out)
+        return L3_ERR_NOMEM;
+    memcpy(out, "FK3\0", 4);
+    memset(out + 4, 0, 4);
+    put64(out + 8, png_size);
+    for (size_t i = 0; i < png_size; i++)
+        out[FAKE_HDR + i] = ((const uint8_t *)png)[i] ^ 0x5a;
+    put64(out + 24, XXH3_64bits(out + FAKE_HDR, png_size));
+    put64(out + 16, XXH3_64bits(out, 16));
+    *out_ret = out;
+    *size_ret = FAKE_HDR + png_size;
+    return 0;
+}
+
+int fake_check(void *ctx, const void *data, size_t size, uint64_t total, int full,
+               size_t *needed_ret)
+{
+    (void)ctx;
+    const uint8_t *p = data;
+    if (size < FAKE_HDR) {
+        if (total >= FAKE_HDR) {
+            *needed_ret = FAKE_HDR;
+            return -1;
+        }
+        return L3_ERR_TRUNCATED;
+    }
+    if (memcmp(p, "FK3\0", 4) != 0)
+        return L3_ERR_BAD_MAGIC;
+    if (XXH3_64bits(p, 16) != get64(p + 16))
+        return L3_ERR_HEADER_CHECKSUM;
+    if (get64(p + 8) + FAKE_HDR != total)
+        return L3_ERR_TRUNCATED;
+    if (full && XXH3_64bits(p + FAKE_HDR, size - FAKE_HDR) != get64(p + 24))
+        return L3_ERR_PAYLOAD_CHECKSUM;
+    return 0;
+}
+
+void fake_internal(struct l3cache_internal *in, struct fake_codec *fc)
+{
+    memset(in, 0, sizeof(*in));
+    in->encode = fake_encode;
+    in->check = fake_check;
+    in->ctx = fc;
+    in->flush_interval_ms = 200;
+    in->scan_interval_ms = 200;
+}
+
+int write_png(const char *path, unsigned width, unsigned height, unsigned seed, int noise)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    uint8_t *row = malloc((size_t)width * 3);
+    if (!png || !info || !row || setjmp(png_jmpbuf(png))) {
+        png_destroy_write_struct(&png, &info);
+        free(row);
+        fclose(f);
+        return -1;
+    }
+    png_init_io(png, f);
+    png_set_IHDR(png, info, width, height, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_write_info(png, info);
+    uint32_t x = seed * 2654435761u + 12345u;
+    for (unsigned y = 0; y < height; y++) {
+        for (unsigned i = 0; i < width * 3; i++) {
+            if (noise) {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                row[i] = (uint8_t)x;
+            } else {
+                row[i] = (uint8_t)(i * 7 + y * 3 + seed * 31);
+            }
+        }
+        png_write_row(png, row);
+    }
+    png_write_end(png, NULL);
+    png_destroy_write_struct(&png, &info);
+    free(row);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+int read_file(const char *path, uint8_t **buf_ret, size_t *size_ret)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    long n = read_fd(fd, buf_ret);
+    close(fd);
+    if (n < 0)
+        return -1;
+    *size_ret = (size_t)n;
+    return 0;
+}
+
+long read_fd(int fd, uint8_t **buf_ret)
+{
+    size_t cap = 65536, len = 0;
+    uint8_t *buf = malloc(cap);
+    if (!buf)
+        return -1;
+    for (;;) {
+        if (len == cap) {
+            uint8_t *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                return -1;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t n = pread(fd, buf + len, cap - len, (off_t)len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            free(buf);
+            return -1;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    *buf_ret = buf;
+    return (long)len;
+}
+
+int fake_expected(const char *path, uint8_t **buf_ret, size_t *size_ret)
+{
+    uint8_t *src;
+    size_t n;
+    if (read_file(path, &src, &n) != 0)
+        return -1;
+    void *out;
+    size_t out_size;
+    int r = fake_encode(NULL, src, n, NULL, &out, &out_size);
+    free(src);
+    if (r != 0)
+        return -1;
+    *buf_ret = out;
+    *size_ret = out_size;
+    return 0;
+}

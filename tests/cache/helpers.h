@@ -1,0 +1,39 @@
+/* Shared by test_cache and the helper programs of tests/cache. */
+#ifndef L3_TEST_CACHE_HELPERS_H
+#define L3_TEST_CACHE_HELPERS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "l3cache_internal.h"
+
+/* A stand-in codec whose behaviour tests control: "encodes" a PNG to
+ * FAKE_HDR bytes of header (magic, payload size, header checksum, payload
+ * checksum) followed by the PNG bytes xor 0x5a. Its check hook verifies the
+ * header checksum (and the payload checksum when asked for a full check),
+ * like the real format does. */
+#define FAKE_HDR 32
+struct fake_codec {
+    atomic_int calls;      /* encoder invocations */
+    atomic_int delay_ms;   /* sleep in every encode (single-flight tests) */
+    atomic_int fail;       /* 1: every encode fails with L3_ERR_LIMIT */
+};
+int fake_encode(void *ctx, const void *png, size_t png_size,
+                const struct l3_encode_options *opts, void **out_ret, size_t *size_ret);
+int fake_check(void *ctx, const void *data, size_t size, uint64_t total, int full,
+               size_t *needed_ret);
+/* internal options using the fake codec with fast timers */
+void fake_internal(struct l3cache_internal *in, struct fake_codec *fc);
+
+/* Writes a small RGB PNG (width x height) with libpng. noise=1 makes it
+ * incompressible (about 3*w*h bytes). Returns 0 on success. */
+int write_png(const char *path, unsigned width, unsigned height, unsigned seed, int noise);
+/* Reads a whole file (malloc'ed); returns 0 on success. */
+int read_file(const char *path, uint8_t **buf_ret, size_t *size_ret);
+/* Reads a whole fd with pread (malloc'ed); returns bytes or -1. */
+long read_fd(int fd, uint8_t **buf_ret);
+/* Expected object bytes for a source file under the fake codec. */
+int fake_expected(const char *path, uint8_t **buf_ret, size_t *size_ret);
+
+#endif
