@@ -4,10 +4,9 @@
 
 #include "l3cache_internal.h"
 
-/* TEMPORARY until libl3 implements these: weak references resolve to NULL. */
+/* TEMPORARY until libl3's PNG side lands: a weak reference resolves to NULL
+ * and the encoder reports L3_ERR_UNSUPPORTED. */
 #pragma weak l3_transcode_png
-#pragma weak l3_read_info
-#pragma weak l3_verify
 
 int l3cache_default_encode(void *ctx, const void *png, size_t png_size,
                            const struct l3_encode_options *opts,
@@ -29,16 +28,21 @@ int l3cache_default_check(void *ctx, const void *data, size_t size,
                           uint64_t total, int full, size_t *needed_ret)
 {
     (void)ctx;
-    if (!l3_verify || !l3_read_info)
-        return L3_ERR_UNSUPPORTED;
     if (full)
         return l3_verify(data, size);
     struct l3_info info;
+    struct l3_layout layout;
     size_t needed = 0;
-    int st = l3_read_info(data, size, &info, &needed);
+    int st = l3_read_layout(data, size, &info, &layout, &needed);
     if (st == L3_ERR_TRUNCATED && needed > size && needed <= total) {
         *needed_ret = needed;
         return -1;
     }
-    return st;
+    if (st != L3_OK)
+        return st;
+    /* header (with its checksum) says how long the object must be: a
+     * truncated or extended object is caught without reading the payload */
+    if ((uint64_t)layout.header_size + layout.payload_size != total)
+        return L3_ERR_TRUNCATED;
+    return L3_OK;
 }

@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <png.h>
+
 #include "helpers.h"
 
 /* ------------------------------------------------------------ fixture */
@@ -1202,4 +1204,191 @@ Test(cache, cli_stats_verify_gc_clear)
     cr_assert_eq(run_cli(out, sizeof(out), args), 2);
     snprintf(args, sizeof(args), "gc --cache-dir '%s' --cache-size 12Q", cachedir);
     cr_assert_eq(run_cli(out, sizeof(out), args), 2);
+}
+
+/* ----------------------------------------------------- the real codec */
+
+static uint8_t *png_rgb8(const char *path, unsigned *w, unsigned *h);
+
+/* Until libl3's PNG transcoder is in the build: libpng (8-bit RGB) plus
+ * l3_encode, producing real L3 objects for the default check hook. */
+static int libpng_l3_encode(void *ctx, const void *png, size_t png_size,
+                            const struct l3_encode_options *opts, void **out_ret,
+                            size_t *size_ret)
+{
+    (void)ctx;
+    png_image img;
+    memset(&img, 0, sizeof(img));
+    img.version = PNG_IMAGE_VERSION;
+    if (!png_image_begin_read_from_memory(&img, png, png_size))
+        return L3_ERR_PNG;
+    img.format = PNG_FORMAT_RGB;
+    uint8_t *buf = malloc(PNG_IMAGE_SIZE(img));
+    if (!buf || !png_image_finish_read(&img, NULL, buf, 0, NULL)) {
+        free(buf);
+        png_image_free(&img);
+        return L3_ERR_PNG;
+    }
+    struct l3_info info;
+    memset(&info, 0, sizeof(info));
+    info.width = img.width;
+    info.height = img.height;
+    info.color = L3_COLOR_RGB;
+    info.channels = 3;
+    info.bit_depth = 8;
+    int r = l3_encode(&info, buf, 0, opts, out_ret, size_ret);
+    free(buf);
+    return r;
+}
+
+/* Opens a cache with libl3 (the default hooks; the encode step through
+ * libpng + l3_encode while libl3 has no PNG transcoder). */
+static l3cache *open_real(const char *probe_name)
+{
+    struct l3cache_options o = {.dir = cachedir, .fsync_policy = L3CACHE_FSYNC_OBJECT};
+    l3cache *c = NULL;
+    cr_assert_eq(l3cache_open(&o, &c), 0);
+    struct l3cache_object obj;
+    int l3s = 0;
+    int r = get_file(c, probe_name, &obj, &l3s);
+    if (r == -EIO && l3s == L3_ERR_UNSUPPORTED) {
+        l3cache_close(c);
+        struct l3cache_internal in = {.encode = libpng_l3_encode};
+        cr_assert_eq(l3cache_open_internal(&o, &in, &c), 0);
+        r = get_file(c, probe_name, &obj, &l3s);
+    }
+    cr_assert_eq(r, 0, "get %s: %s (%s)", probe_name, strerror(-r), l3_strerror(l3s));
+    close(obj.fd);
+    return c;
+}
+
+/* libpng's own decode to 8-bit RGB, for comparison. */
+static uint8_t *png_rgb8(const char *path, unsigned *w, unsigned *h)
+{
+    png_image img;
+    memset(&img, 0, sizeof(img));
+    img.version = PNG_IMAGE_VERSION;
+    if (!png_image_begin_read_from_file(&img, path))
+        return NULL;
+    img.format = PNG_FORMAT_RGB;
+    uint8_t *buf = malloc(PNG_IMAGE_SIZE(img));
+    if (!buf || !png_image_finish_read(&img, NULL, buf, 0, NULL)) {
+        free(buf);
+        png_image_free(&img);
+        return NULL;
+    }
+    *w = img.width;
+    *h = img.height;
+    return buf;
+}
+
+/* The object bytes decode to exactly libpng's pixels (8-bit RGB sources). */
+static void expect_real_object(int fd, uint64_t size, const char *path)
+{
+    uint8_t *bytes;
+    long n = read_fd(fd, &bytes);
+    cr_assert_eq((uint64_t)n, size);
+    cr_assert_eq(l3_verify(bytes, (size_t)n), L3_OK, "object of %s does not verify", path);
+    void *pix = NULL;
+    size_t pix_size = 0;
+    struct l3_info info;
+    cr_assert_eq(l3_decode_alloc(bytes, (size_t)n, NULL, &pix, &pix_size, &info), L3_OK);
+    unsigned w = 0, h = 0;
+    uint8_t *ref = png_rgb8(path, &w, &h);
+    cr_assert_not_null(ref, "libpng cannot read %s", path);
+    cr_assert_eq(info.width, w);
+    cr_assert_eq(info.height, h);
+    if (info.color == L3_COLOR_RGB && info.bit_depth == 8) {
+        cr_assert_eq(pix_size, (size_t)w * h * 3);
+        cr_assert_eq(memcmp(pix, ref, pix_size), 0, "pixels of %s differ from libpng's", path);
+    }
+    free(ref);
+    l3_free(pix);
+    free(bytes);
+}
+
+Test(cache, real_codec_round_trip_and_repair)
+{
+    make_png("a.png", 64, 64, 1, 0);
+    make_png("b.png", 100, 37, 2, 1); /* not a multiple of the tile size */
+    make_png("c.png", 1, 1, 3, 1);
+    l3cache *c = open_real("a.png");
+    const char *names[] = {"a.png", "b.png", "c.png"};
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < 3; i++) {
+            struct l3cache_object obj;
+            cr_assert_eq(get_file(c, names[i], &obj, NULL), 0);
+            cr_assert_eq(obj.hit, pass == 1 || i == 0);
+            char p[512];
+            src_path(p, sizeof(p), names[i]);
+            expect_real_object(obj.fd, obj.size, p);
+            close(obj.fd);
+        }
+    }
+    /* a truncated object is caught by its header alone, even when the
+     * index does not know the size (another source with the same bytes) */
+    struct l3cache_object obj;
+    cr_assert_eq(get_file(c, "b.png", &obj, NULL), 0);
+    close(obj.fd);
+    char op[512], a[512], b[512], cmd[1200];
+    object_path(&obj.key, op, sizeof(op));
+    cr_assert_eq(truncate(op, (off_t)obj.size - 1), 0);
+    src_path(a, sizeof(a), "b.png");
+    src_path(b, sizeof(b), "b-copy.png");
+    snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", a, b);
+    cr_assert_eq(system(cmd), 0);
+    struct l3cache_object again;
+    cr_assert_eq(get_file(c, "b-copy.png", &again, NULL), 0);
+    cr_assert_eq(again.hit, 0, "truncated object served");
+    expect_real_object(again.fd, again.size, b);
+    close(again.fd);
+    /* a header bit flip */
+    flip_byte(op, 9);
+    cr_assert_eq(get_file(c, "b.png", &again, NULL), 0);
+    cr_assert_eq(again.hit, 0, "corrupt object served");
+    expect_real_object(again.fd, again.size, a);
+    close(again.fd);
+    struct l3cache_stats s;
+    l3cache_get_stats(c, &s);
+    cr_assert_eq(s.instance.corrupt_repaired, 2);
+    uint64_t checked, bad;
+    cr_assert_eq(l3cache_verify_all(c, &checked, &bad), 0);
+    cr_assert_eq(checked, 3);
+    cr_assert_eq(bad, 0);
+    l3cache_close(c);
+}
+
+Test(cache, real_codec_corpus)
+{
+    const char *dir = "/var/cache/l3fs-corpus/png/photos-2048";
+    DIR *d = opendir(dir);
+    if (!d)
+        cr_skip_test("corpus absent (%s; scripts/fetch-corpus.sh makes it)", dir);
+    char files[4][512];
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < 2)
+        if (strstr(de->d_name, ".png"))
+            snprintf(files[n++], sizeof(files[n]), "%s/%s", dir, de->d_name);
+    closedir(d);
+    if (n == 0)
+        cr_skip_test("no PNG in %s", dir);
+    /* the first corpus file doubles as the probe */
+    char link_path[512];
+    src_path(link_path, sizeof(link_path), "probe.png");
+    cr_assert_eq(symlink(files[0], link_path), 0);
+    l3cache *c = open_real("probe.png");
+    for (int i = 0; i < n; i++) {
+        int fd = open(files[i], O_RDONLY);
+        struct stat st;
+        cr_assert_eq(fstat(fd, &st), 0);
+        struct l3cache_object obj;
+        int l3s = 0;
+        int r = l3cache_get(c, fd, &st, &obj, &l3s);
+        close(fd);
+        cr_assert_eq(r, 0, "%s: %s", files[i], l3_strerror(l3s));
+        expect_real_object(obj.fd, obj.size, files[i]);
+        close(obj.fd);
+    }
+    l3cache_close(c);
 }
