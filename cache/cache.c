@@ -975,16 +975,20 @@ int l3cache_get(l3cache *c, int src_fd, const struct stat *st,
         return 0;
     }
 
-    pthread_mutex_lock(&c->mu);
-    c->inst.misses++;
-    pthread_mutex_unlock(&c->mu);
-
     int was_hit = 0;
     r = produce(c, &key, buf, len, &fd, &size, l3_status_ret, &was_hit);
     free(buf);
-    if (r < 0)
-        return r;
     pthread_mutex_lock(&c->mu);
+    if (r == 0 && was_hit) { /* another process stored it meanwhile */
+        c->inst.hits++;
+        c->inst.bytes_served += size;
+    } else {
+        c->inst.misses++;
+    }
+    if (r < 0) {
+        pthread_mutex_unlock(&c->mu);
+        return r;
+    }
     if (!known || !key_eq(&key, &e.key) || e.encoded_size != size) {
         struct l3cache_entry ne = {.src = src, .key = key, .encoded_size = size,
                                   .params_id = c->params_id};
@@ -994,7 +998,7 @@ int l3cache_get(l3cache *c, int src_fd, const struct stat *st,
     obj->fd = fd;
     obj->size = size;
     obj->key = key;
-    obj->hit = 0;
+    obj->hit = was_hit;
     return 0;
 }
 

@@ -992,11 +992,29 @@ static const char *env_or(const char *name, const char *dflt)
     return v && *v ? v : dflt;
 }
 
+/* A helper program: from the environment (meson test) or next to this
+ * executable. */
+static const char *helper_exe(const char *env, const char *name)
+{
+    static char path[2][1024];
+    const char *v = getenv(env);
+    if (v && *v)
+        return v;
+    char self[900];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    cr_assert_gt(n, 0);
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    *slash = 0;
+    char *buf = path[name[0] == 'l'];
+    snprintf(buf, sizeof(path[0]), "%s/%s", self, name);
+    return buf;
+}
+
 static pid_t spawn_hammer(const char *dir, double seconds, unsigned seed, uint64_t cap,
                           int threads, int nfiles, char files[][512])
 {
-    const char *exe = getenv("L3_CACHE_HAMMER");
-    cr_assert_not_null(exe, "L3_CACHE_HAMMER not set (run through meson test)");
+    const char *exe = helper_exe("L3_CACHE_HAMMER", "cache_hammer");
     char a_sec[32], a_seed[32], a_cap[32], a_thr[16];
     snprintf(a_sec, sizeof(a_sec), "%.3f", seconds);
     snprintf(a_seed, sizeof(a_seed), "%u", seed);
@@ -1123,8 +1141,7 @@ Test(cache, stats_are_cumulative_across_processes)
 
 static int run_cli(char *out, size_t outsize, const char *args)
 {
-    const char *exe = getenv("L3_CACHE_CLI");
-    cr_assert_not_null(exe, "L3_CACHE_CLI not set (run through meson test)");
+    const char *exe = helper_exe("L3_CACHE_CLI", "l3cache_cli");
     char cmd[2048];
     snprintf(cmd, sizeof(cmd), "'%s' %s 2>&1", exe, args);
     FILE *p = popen(cmd, "r");
