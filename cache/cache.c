@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/mman.h>
+#include <sys/mman.h> /* memfd_create */
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -80,6 +80,8 @@ struct l3cache {
     pthread_cond_t bg_cv;
     pthread_t bg;
     int bg_started, closing, bg_kick;
+    int first_sweep;            /* the first scan removes stale temp files */
+    int scanned;                /* the first scan is done (objects valid) */
 };
 
 /* ---------------------------------------------------------------- utils */
@@ -451,6 +453,8 @@ int l3cache_get_stats(l3cache *c, struct l3cache_stats *s)
         return -EINVAL;
     memset(s, 0, sizeof(*s));
     pthread_mutex_lock(&c->mu);
+    while (!c->scanned) /* objects/object_bytes come from the first scan */
+        pthread_cond_wait(&c->flight_cv, &c->mu);
     index_tail(c);
     s->instance = c->inst;
     s->total = c->persisted;
@@ -506,11 +510,17 @@ static int check_object(struct l3cache *c, int fd, uint64_t size, int full)
     if (full) {
         if (size > SIZE_MAX)
             return -EFBIG;
-        void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED)
-            return -errno;
-        int st = c->in.check(c->in.ctx, m, (size_t)size, size, 1, NULL);
-        munmap(m, (size_t)size);
+        /* read, not mmap: a file truncated behind our back must not SIGBUS */
+        uint8_t *buf = malloc((size_t)size);
+        if (!buf)
+            return -ENOMEM;
+        ssize_t n = pread_full(fd, buf, (size_t)size, 0);
+        if (n < 0) {
+            free(buf);
+            return (int)n;
+        }
+        int st = (uint64_t)n == size ? c->in.check(c->in.ctx, buf, (size_t)n, size, 1, NULL) : 1;
+        free(buf);
         return st == 0 ? 0 : 1;
     }
     size_t len = size < PREFIX_BYTES ? (size_t)size : PREFIX_BYTES;
@@ -1271,8 +1281,13 @@ int l3cache_clear(l3cache *c)
 static void *background(void *arg)
 {
     struct l3cache *c = arg;
+    scan_objects(c, 1, c->first_sweep, 0, NULL);
+    pthread_mutex_lock(&c->mu);
+    c->scanned = 1;
+    pthread_cond_broadcast(&c->flight_cv);
+    pthread_mutex_unlock(&c->mu);
     uint64_t next_flush = now_ms() + c->in.flush_interval_ms;
-    uint64_t next_scan = now_ms(); /* first scan right away: size the cache */
+    uint64_t next_scan = now_ms() + c->in.scan_interval_ms;
     pthread_mutex_lock(&c->mu);
     while (!c->closing) {
         uint64_t t = now_ms();
@@ -1519,19 +1534,21 @@ int l3cache_open_internal(const struct l3cache_options *opts,
                 unlinkat(c->dirfd, "CACHEDIR.TAG", 0);
             close(tfd);
         }
-        scan_objects(c, 0, 1, exclusive, NULL); /* stale temp files */
     } else if (!c->readonly) {
         c->inst.write_failures++;
         c->writes_disabled = 1;
         c->disabled_at = time(NULL);
-        scan_objects(c, 0, 0, 0, NULL);
-    } else {
-        scan_objects(c, 0, 0, 0, NULL);
     }
-
-    if (!c->in.no_background) {
-        if (pthread_create(&c->bg, NULL, background, c) == 0)
-            c->bg_started = 1;
+    /* The first walk of objects/ (stale temp files, object count, the cap)
+     * runs in the background thread so that opening a large cache on a
+     * slow filesystem does not wait for it. */
+    c->first_sweep = writable;
+    if (!c->in.no_background &&
+        pthread_create(&c->bg, NULL, background, c) == 0) {
+        c->bg_started = 1;
+    } else {
+        scan_objects(c, 0, c->first_sweep, exclusive, NULL);
+        c->scanned = 1;
     }
     *cache_ret = c;
     return 0;

@@ -77,6 +77,9 @@ static l3cache *open_fake(const char *dir, uint64_t max_bytes, struct l3cache_in
     l3cache *c = NULL;
     int r = l3cache_open_internal(&o, &in, &c);
     cr_assert_eq(r, 0, "open %s: %s", dir, strerror(-r));
+    /* waits for the first background scan: object counts are exact after */
+    struct l3cache_stats s;
+    cr_assert_eq(l3cache_get_stats(c, &s), 0);
     return c;
 }
 
