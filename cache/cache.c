@@ -337,7 +337,7 @@ static void index_tail(struct l3cache *c)
     if (size == c->log_off)
         return;
     enum { CHUNK = 1 << 20 };
-    uint8_t *buf = malloc(CHUNK);
+    uint8_t *buf = malloc(size - c->log_off < CHUNK ? (size_t)(size - c->log_off) : CHUNK);
     if (!buf)
         return;
     uint64_t off = c->log_off;
