@@ -1,6 +1,6 @@
 /* codec_bench — L3 vs libpng on a directory of PNGs, side by side in one run.
  *
- *   codec_bench [-j THREADS] [-r REPEAT] [-t TILE_W[xTILE_H]] DIR|FILE...
+ *   codec_bench [-j THREADS] [-r REPEAT] [-t TILE_W[xTILE_H]] [-w OUTDIR] DIR|FILE...
  *
  * For every PNG: decodes it with libpng (classic API, samples kept as stored:
  * 16-bit kept, palette indices kept, sub-byte samples unpacked), encodes the
@@ -19,7 +19,16 @@
 
 #include "l3.h"
 
+/* Single-thread timings use the process CPU clock (robust on a loaded
+ * machine); multi-thread timings use the wall clock. */
 static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double wall(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -139,6 +148,7 @@ struct tot {
 
 static int opt_threads = 2, opt_repeat = 3;
 static uint32_t opt_tw, opt_th;
+static const char *opt_write; /* -w DIR: also write the .l3 files there */
 
 static int bench_file(const char *path, struct tot *T)
 {
@@ -185,13 +195,23 @@ static int bench_file(const char *path, struct tot *T)
         if (t < t_enc)
             t_enc = t;
     }
+    if (opt_write) {
+        const char *b = strrchr(path, '/');
+        char name[4096];
+        snprintf(name, sizeof name, "%s/%s.l3", opt_write, b ? b + 1 : path);
+        FILE *f = fopen(name, "wb");
+        if (!f || fwrite(l3, 1, l3n, f) != l3n)
+            fprintf(stderr, "%s: cannot write\n", name);
+        if (f)
+            fclose(f);
+    }
     eo.threads = (unsigned)opt_threads;
     for (int r = 0; r < opt_repeat; r++) {
         void *l3b;
         size_t l3bn;
-        double t0 = now();
+        double t0 = wall();
         st = l3_encode(&info, px, 0, &eo, &l3b, &l3bn);
-        double t = now() - t0;
+        double t = wall() - t0;
         if (st || l3bn != l3n || memcmp(l3b, l3, l3n)) {
             fprintf(stderr, "%s: threaded encode differs\n", path);
             st = 1;
@@ -216,9 +236,9 @@ static int bench_file(const char *path, struct tot *T)
         if (t < t_dec1)
             t_dec1 = t;
         memset(dec, 0x5a, pxn);
-        t0 = now();
+        t0 = wall();
         st = l3_decode(l3, l3n, dec, pxn, 0, &dn);
-        t = now() - t0;
+        t = wall() - t0;
         if (st || memcmp(dec, px, pxn)) {
             fprintf(stderr, "%s: threaded round trip mismatch\n", path);
             bad = 1;
@@ -229,9 +249,9 @@ static int bench_file(const char *path, struct tot *T)
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     double mb = pxn / 1e6;
-    printf("%-44.44s %5ux%-5u c%u d%-2u %6.3f  png %7.1f  l3 %7.1f (x%.2f)  l3-j%d %7.1f  "
+    printf("%-44.44s %5ux%-5u c%u d%-2u %8zu %6.3f  png %7.1f  l3 %7.1f (x%.2f)  l3-j%d %7.1f  "
            "enc %7.1f (x%.2f) enc-j%d %7.1f\n",
-           base, info.width, info.height, info.color, info.bit_depth, (double)l3n / n,
+           base, info.width, info.height, info.color, info.bit_depth, n, (double)l3n / n,
            mb / t_png, mb / t_dec1, t_png / t_dec1, opt_threads, mb / t_decn, mb / t_enc,
            t_png / t_enc, opt_threads, mb / t_encn);
     T->png_bytes += n;
@@ -262,13 +282,15 @@ int main(int argc, char **argv)
             opt_threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-r") && i + 1 < argc)
             opt_repeat = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-w") && i + 1 < argc)
+            opt_write = argv[++i];
         else if (!strcmp(argv[i], "-t") && i + 1 < argc) {
             unsigned a = 0, b = 0;
             int k = sscanf(argv[++i], "%ux%u", &a, &b);
             opt_tw = a;
             opt_th = k == 2 ? b : a;
         } else {
-            fprintf(stderr, "usage: codec_bench [-j N] [-r REPEAT] [-t WxH] DIR|FILE...\n");
+            fprintf(stderr, "usage: codec_bench [-j N] [-r REPEAT] [-t WxH] [-w OUTDIR] DIR|FILE...\n");
             return 2;
         }
     }

@@ -40,31 +40,31 @@ static inline uint8_t *bw_flush(struct bw *w)
 
 /* ---- per-plane analysis ---- */
 
-/* Zigzag-mapped MED residuals of a w x h plane (the decoder's rules). */
+static inline uint16_t zigzag(uint32_t e, uint32_t mask, uint32_t half)
+{
+    return (uint16_t)(e < half ? 2 * e : 2 * (mask + 1 - e) - 1);
+}
+
+/* Zigzag-mapped MED residuals of a w x h plane (the decoder's rules). The
+ * prediction uses only source samples, so the inner loop has no carried
+ * dependency and vectorises. */
 static void plane_residuals(const uint16_t *src, uint32_t w, uint32_t h, unsigned depth,
                             uint16_t *z)
 {
     const uint32_t mask = (1u << depth) - 1, half = 1u << (depth - 1);
-    for (uint32_t y = 0; y < h; y++) {
-        const uint16_t *row = src + (size_t)y * w;
+    z[0] = zigzag(src[0], mask, half);
+    for (uint32_t x = 1; x < w; x++)
+        z[x] = zigzag((uint32_t)(src[x] - src[x - 1]) & mask, mask, half);
+    for (uint32_t y = 1; y < h; y++) {
+        const uint16_t *row = src + (size_t)y * w, *up = row - w;
         uint16_t *zr = z + (size_t)y * w;
-        if (y == 0) {
-            uint32_t a = 0;
-            for (uint32_t x = 0; x < w; x++) {
-                uint32_t v = row[x], e = (v - a) & mask;
-                zr[x] = (uint16_t)(e < half ? 2 * e : 2 * (mask + 1 - e) - 1);
-                a = v;
-            }
-        } else {
-            const uint16_t *up = row - w;
-            uint32_t a = up[0], c = up[0];
-            for (uint32_t x = 0; x < w; x++) {
-                uint32_t b = up[x], v = row[x];
-                uint32_t e = (v - l3_med(a, b, c)) & mask;
-                zr[x] = (uint16_t)(e < half ? 2 * e : 2 * (mask + 1 - e) - 1);
-                a = v;
-                c = b;
-            }
+        zr[0] = zigzag((uint32_t)(row[0] - up[0]) & mask, mask, half);
+        for (uint32_t x = 1; x < w; x++) {
+            int32_t a = row[x - 1], b = up[x], c = up[x - 1];
+            int32_t mx = a > b ? a : b, mn = a > b ? b : a;
+            int32_t pr = c >= mx ? mn : (c <= mn ? mx : a + b - c);
+            uint32_t e = (uint32_t)(row[x] - pr) & mask;
+            zr[x] = zigzag(e, mask, half);
         }
     }
 }
@@ -91,9 +91,11 @@ static inline uint32_t group_cost(const uint16_t *z, uint32_t n, unsigned k,
     return c;
 }
 
-/* Chooses each group's symbol; returns the exact stream length in bits. */
+/* Chooses each group's symbol; returns the stream length in bits (exact when
+ * `exact`, else an estimate). Fast rule (JPEG-LS): the smallest k with
+ * n * 2^k >= sum; exact: the best of k0-1..k0+1 by counted bits. */
 static uint64_t plane_plan(const uint16_t *z, uint32_t w, uint32_t h, unsigned depth,
-                           uint8_t *syms)
+                           uint8_t *syms, int exact)
 {
     uint64_t bits = 0;
     unsigned prev = 0;
@@ -110,6 +112,12 @@ static uint64_t plane_plan(const uint16_t *z, uint32_t w, uint32_t h, unsigned d
             if (s == 0) {
                 best = 0;
                 bc = sym_cost(0, prev);
+            } else if (!exact) {
+                unsigned k = 0;
+                while (k < depth && (n << (k + 1)) < s)
+                    k++;
+                best = k + 1;
+                bc = n * (k + 1) + (s >> k) + sym_cost(best, prev);
             } else {
                 uint32_t mean = s / n;
                 int k0 = mean ? 31 - __builtin_clz(mean) : 0;
@@ -203,6 +211,9 @@ struct enc {
     uint16_t *scratch;    /* per worker */
     size_t scratch_per;   /* uint16_t elements */
     size_t area;          /* tile_w * tile_h */
+    int exact;            /* effort >= 2: exact per-group parameter search */
+    uint8_t *wbuf;        /* per worker MED stream buffer */
+    size_t wbuf_per;
 };
 
 /* Candidate planes held in scratch: 0..3 channels, 4 = R-G, 5 = B-G. */
@@ -216,7 +227,7 @@ struct plan {
 /* Decide const / raw / MED for one candidate plane (residuals into z, group
  * symbols into syms). */
 static struct plan plan_plane(const uint16_t *src, uint32_t w, uint32_t h,
-                              unsigned depth, uint16_t *z, uint8_t *syms)
+                              unsigned depth, uint16_t *z, uint8_t *syms, int exact)
 {
     size_t n = (size_t)w * h;
     struct plan p;
@@ -231,7 +242,7 @@ static struct plan plan_plane(const uint16_t *src, uint32_t w, uint32_t h,
     }
     uint64_t raw = ((uint64_t)n * depth + 7) / 8;
     plane_residuals(src, w, h, depth, z);
-    uint64_t med = (plane_plan(z, w, h, depth, syms) + 7) / 8;
+    uint64_t med = (plane_plan(z, w, h, depth, syms, exact) + 7) / 8;
     if (med < raw) {
         p.mode = L3_PLANE_MED;
         p.bytes = med;
@@ -300,15 +311,15 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
     unsigned use[4] = {0, 1, 2, 3};
     uint32_t flags = 0;
     for (unsigned c = 0; c < P; c++)
-        plans[c] = plan_plane(pl[c], w, h, depth, zz[c], syms[c]);
+        plans[c] = plan_plane(pl[c], w, h, depth, zz[c], syms[c], e->exact);
     if (P >= 3) {
         const uint32_t mask = (1u << depth) - 1;
         for (size_t i = 0; i < n; i++) {
             pl[4][i] = (uint16_t)((pl[0][i] - pl[1][i]) & mask);
             pl[5][i] = (uint16_t)((pl[2][i] - pl[1][i]) & mask);
         }
-        plans[4] = plan_plane(pl[4], w, h, depth, zz[4], syms[4]);
-        plans[5] = plan_plane(pl[5], w, h, depth, zz[5], syms[5]);
+        plans[4] = plan_plane(pl[4], w, h, depth, zz[4], syms[4], e->exact);
+        plans[5] = plan_plane(pl[5], w, h, depth, zz[5], syms[5], e->exact);
         if (plans[4].bytes + plans[5].bytes < plans[0].bytes + plans[2].bytes) {
             flags = L3_TILE_XFORM_G;
             use[0] = 4;
@@ -319,25 +330,30 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
     uint8_t *out = e->slots + e->slot_size * t;
     out[0] = (uint8_t)flags;
     uint8_t *p = out + L3_TILE_HEADER_BYTES(P);
+    const uint64_t raw = ((uint64_t)n * depth + 7) / 8;
+    uint8_t *wb = e->wbuf + e->wbuf_per * worker;
     for (unsigned c = 0; c < P; c++) {
         unsigned u = use[c];
+        unsigned mode = plans[u].mode;
         uint8_t *start = p;
-        switch (plans[u].mode) {
-        case L3_PLANE_CONST:
+        if (mode == L3_PLANE_MED) {
+            /* the plan's size is an estimate: write, then keep the smaller */
+            size_t len = (size_t)(plane_write_med(zz[u], syms[u], w, h, depth, wb) - wb);
+            if (len < raw) {
+                memcpy(p, wb, len);
+                p += len;
+            } else {
+                mode = L3_PLANE_RAW;
+            }
+        }
+        if (mode == L3_PLANE_CONST) {
             *p++ = (uint8_t)pl[u][0];
             if (depth == 16)
                 *p++ = (uint8_t)(pl[u][0] >> 8);
-            break;
-        case L3_PLANE_RAW:
+        } else if (mode == L3_PLANE_RAW) {
             p = plane_write_raw(pl[u], n, depth, p);
-            break;
-        default:
-            p = plane_write_med(zz[u], syms[u], w, h, depth, p);
-            break;
         }
-        if ((uint64_t)(p - start) != plans[u].bytes)
-            return L3_ERR_INVALID_ARG; /* cannot happen: plan and writer agree */
-        out[1 + 5 * c] = (uint8_t)plans[u].mode;
+        out[1 + 5 * c] = (uint8_t)mode;
         l3_wr_u32le(out + 2 + 5 * c, (uint32_t)(p - start));
     }
     e->tile_bytes[t] = (uint64_t)(p - out);
@@ -404,10 +420,18 @@ int l3_encode(const struct l3_info *info_in, const void *pixels, size_t stride,
     e.slot_size = (size_t)slot;
     e.area = area;
     e.scratch_per = scratch_per;
+    e.exact = opts && opts->effort >= 2;
+    /* worst MED stream: every code escaped, plus group symbols */
+    e.wbuf_per = (area * (L3_ESCAPE + info.bit_depth) + groups * 8) / 8 + 16;
+    mem += (uint64_t)e.wbuf_per * threads;
+    if (mem > max_memory || mem > SIZE_MAX)
+        return L3_ERR_LIMIT;
     uint8_t *buf = malloc((size_t)(hsize + slot * tiles));
+    e.wbuf = malloc(e.wbuf_per * threads);
     e.tile_bytes = malloc(8 * (size_t)tiles);
     e.scratch = malloc(scratch_per * 2 * threads);
-    if (!buf || !e.tile_bytes || !e.scratch) {
+    if (!buf || !e.tile_bytes || !e.scratch || !e.wbuf) {
+        free(e.wbuf);
         free(buf);
         free(e.tile_bytes);
         free(e.scratch);
@@ -416,6 +440,7 @@ int l3_encode(const struct l3_info *info_in, const void *pixels, size_t stride,
     e.slots = buf + hsize;
     int st = l3_parallel_tiles(tiles, threads, encode_tile, &e);
     free(e.scratch);
+    free(e.wbuf);
     if (st) {
         free(buf);
         free(e.tile_bytes);

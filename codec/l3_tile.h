@@ -302,7 +302,8 @@ L3_TILE_FN uint32_t l3_unzigzag(uint32_t v)
     return (v >> 1) ^ (0u - (v & 1u));
 }
 
-/* MED + Rice plane. dst: w*h samples, row stride w. */
+/* MED + Rice plane. dst: w*h samples, row stride w. Rice codes are at most
+ * L3_ESCAPE + depth bits, so for depth <= 8 two codes fit one refill. */
 L3_TILE_FN int l3_plane_decode_med(const uint8_t *s, size_t len, uint32_t w,
                                    uint32_t h, unsigned depth, uint16_t *dst)
 {
@@ -310,49 +311,75 @@ L3_TILE_FN int l3_plane_decode_med(const uint8_t *s, size_t len, uint32_t w,
     l3_br_init(&br, s, len);
     const uint32_t mask = (1u << depth) - 1;
     const uint32_t maxsym = depth + 1;
+    const uint32_t pair = depth <= 8 ? 2 : L3_GROUP + 1; /* pairs only when they fit */
     uint32_t sym = 0, bad = 0;
     for (uint32_t y = 0; y < h; y++) {
         uint16_t *row = dst + (size_t)y * w;
         const uint16_t *up = y ? row - w : row; /* not read on row 0 */
         uint32_t a = y ? up[0] : 0, c = a;
         for (uint32_t x0 = 0; x0 < w; x0 += L3_GROUP) {
-            uint32_t xe = w - x0 < L3_GROUP ? w : x0 + L3_GROUP;
+            uint32_t n = w - x0 < L3_GROUP ? w - x0 : L3_GROUP;
             l3_br_refill(&br);
             sym = l3_read_symbol(&br, sym);
             if (sym > maxsym)
                 return L3_ERR_CORRUPT;
+            uint16_t *o = row + x0;
+            const uint16_t *u = up + x0;
             if (sym == 0) {
                 if (y) {
-                    for (uint32_t x = x0; x < xe; x++) {
-                        uint32_t b = up[x];
+                    for (uint32_t i = 0; i < n; i++) {
+                        uint32_t b = u[i];
                         a = l3_med(a, b, c);
                         c = b;
-                        row[x] = (uint16_t)a;
+                        o[i] = (uint16_t)a;
                     }
                 } else {
-                    for (uint32_t x = x0; x < xe; x++)
-                        row[x] = (uint16_t)a;
+                    for (uint32_t i = 0; i < n; i++)
+                        o[i] = (uint16_t)a;
+                }
+                continue;
+            }
+            const unsigned k = sym - 1;
+            uint32_t i = 0;
+            if (y) {
+                for (; i + pair <= n; i += 2) {
+                    l3_br_refill(&br);
+                    uint32_t v0 = l3_read_rice(&br, k, depth);
+                    uint32_t v1 = l3_read_rice(&br, k, depth);
+                    bad |= v0 | v1;
+                    uint32_t b0 = u[i], b1 = u[i + 1];
+                    a = (l3_med(a, b0, c) + l3_unzigzag(v0)) & mask;
+                    o[i] = (uint16_t)a;
+                    a = (l3_med(a, b1, b0) + l3_unzigzag(v1)) & mask;
+                    o[i + 1] = (uint16_t)a;
+                    c = b1;
+                }
+                for (; i < n; i++) {
+                    l3_br_refill(&br);
+                    uint32_t v = l3_read_rice(&br, k, depth);
+                    bad |= v;
+                    uint32_t b = u[i];
+                    a = (l3_med(a, b, c) + l3_unzigzag(v)) & mask;
+                    c = b;
+                    o[i] = (uint16_t)a;
                 }
             } else {
-                unsigned k = sym - 1;
-                if (y) {
-                    for (uint32_t x = x0; x < xe; x++) {
-                        l3_br_refill(&br);
-                        uint32_t v = l3_read_rice(&br, k, depth);
-                        bad |= v;
-                        uint32_t b = up[x];
-                        a = (l3_med(a, b, c) + l3_unzigzag(v)) & mask;
-                        c = b;
-                        row[x] = (uint16_t)a;
-                    }
-                } else {
-                    for (uint32_t x = x0; x < xe; x++) {
-                        l3_br_refill(&br);
-                        uint32_t v = l3_read_rice(&br, k, depth);
-                        bad |= v;
-                        a = (a + l3_unzigzag(v)) & mask;
-                        row[x] = (uint16_t)a;
-                    }
+                for (; i + pair <= n; i += 2) {
+                    l3_br_refill(&br);
+                    uint32_t v0 = l3_read_rice(&br, k, depth);
+                    uint32_t v1 = l3_read_rice(&br, k, depth);
+                    bad |= v0 | v1;
+                    a = (a + l3_unzigzag(v0)) & mask;
+                    o[i] = (uint16_t)a;
+                    a = (a + l3_unzigzag(v1)) & mask;
+                    o[i + 1] = (uint16_t)a;
+                }
+                for (; i < n; i++) {
+                    l3_br_refill(&br);
+                    uint32_t v = l3_read_rice(&br, k, depth);
+                    bad |= v;
+                    a = (a + l3_unzigzag(v)) & mask;
+                    o[i] = (uint16_t)a;
                 }
             }
         }
