@@ -49,7 +49,7 @@ static inline uint16_t zigzag(uint32_t e, uint32_t mask, uint32_t half)
  * prediction uses only source samples, so the inner loop has no carried
  * dependency and vectorises. */
 static void plane_residuals(const uint16_t *src, uint32_t w, uint32_t h, unsigned depth,
-                            uint16_t *z)
+                            uint16_t *z, int grad)
 {
     const uint32_t mask = (1u << depth) - 1, half = 1u << (depth - 1);
     z[0] = zigzag(src[0], mask, half);
@@ -62,7 +62,7 @@ static void plane_residuals(const uint16_t *src, uint32_t w, uint32_t h, unsigne
         for (uint32_t x = 1; x < w; x++) {
             int32_t a = row[x - 1], b = up[x], c = up[x - 1];
             int32_t mx = a > b ? a : b, mn = a > b ? b : a;
-            int32_t pr = c >= mx ? mn : (c <= mn ? mx : a + b - c);
+            int32_t pr = grad ? a + b - c : c >= mx ? mn : (c <= mn ? mx : a + b - c);
             uint32_t e = (uint32_t)(row[x] - pr) & mask;
             zr[x] = zigzag(e, mask, half);
         }
@@ -212,12 +212,15 @@ struct enc {
     size_t scratch_per;   /* uint16_t elements */
     size_t area;          /* tile_w * tile_h */
     int exact;            /* effort >= 2: exact per-group parameter search */
+    unsigned grad_bias;   /* take the gradient predictor unless MED is this
+                             many 32nds smaller */
     uint8_t *wbuf;        /* per worker MED stream buffer */
     size_t wbuf_per;
 };
 
-/* Candidate planes held in scratch: 0..3 channels, 4 = R-G, 5 = B-G. */
-#define NCAND 6
+/* Candidate planes held in scratch: 0..3 channels, 4 = R-G, 5 = B-G, 6 = a
+ * second prediction of the reference plane. */
+#define NCAND 7
 
 struct plan {
     unsigned mode;
@@ -227,7 +230,8 @@ struct plan {
 /* Decide const / raw / MED for one candidate plane (residuals into z, group
  * symbols into syms). */
 static struct plan plan_plane(const uint16_t *src, uint32_t w, uint32_t h,
-                              unsigned depth, uint16_t *z, uint8_t *syms, int exact)
+                              unsigned depth, uint16_t *z, uint8_t *syms, int exact,
+                              unsigned pred)
 {
     size_t n = (size_t)w * h;
     struct plan p;
@@ -241,10 +245,10 @@ static struct plan plan_plane(const uint16_t *src, uint32_t w, uint32_t h,
         return p;
     }
     uint64_t raw = ((uint64_t)n * depth + 7) / 8;
-    plane_residuals(src, w, h, depth, z);
+    plane_residuals(src, w, h, depth, z, pred == L3_PLANE_GRAD);
     uint64_t med = (plane_plan(z, w, h, depth, syms, exact) + 7) / 8;
     if (med < raw) {
-        p.mode = L3_PLANE_MED;
+        p.mode = pred;
         p.bytes = med;
     } else {
         p.mode = L3_PLANE_RAW;
@@ -310,16 +314,37 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
     struct plan plans[NCAND];
     unsigned use[4] = {0, 1, 2, 3};
     uint32_t flags = 0;
+    /* predictor for the tile, decided on the reference plane (G or the first
+     * channel): the gradient predictor decodes faster (shorter serial chain)
+     * and is taken unless MED saves more than grad_bias/32 */
+    const unsigned r = P >= 3 ? 1 : 0;
+    unsigned pred = L3_PLANE_MED;
+    plans[r] = plan_plane(pl[r], w, h, depth, zz[r], syms[r], e->exact, L3_PLANE_MED);
+    if (plans[r].mode == L3_PLANE_MED) {
+        struct plan g = plan_plane(pl[r], w, h, depth, zz[6], syms[6], e->exact,
+                                   L3_PLANE_GRAD);
+        if (g.mode == L3_PLANE_GRAD && g.bytes * 32 <= plans[r].bytes * (32 + e->grad_bias)) {
+            pred = L3_PLANE_GRAD;
+            plans[r] = g;
+            uint16_t *tz = zz[r];
+            zz[r] = zz[6];
+            zz[6] = tz;
+            uint8_t *ts = syms[r];
+            syms[r] = syms[6];
+            syms[6] = ts;
+        }
+    }
     for (unsigned c = 0; c < P; c++)
-        plans[c] = plan_plane(pl[c], w, h, depth, zz[c], syms[c], e->exact);
+        if (c != r)
+            plans[c] = plan_plane(pl[c], w, h, depth, zz[c], syms[c], e->exact, pred);
     if (P >= 3) {
         const uint32_t mask = (1u << depth) - 1;
         for (size_t i = 0; i < n; i++) {
             pl[4][i] = (uint16_t)((pl[0][i] - pl[1][i]) & mask);
             pl[5][i] = (uint16_t)((pl[2][i] - pl[1][i]) & mask);
         }
-        plans[4] = plan_plane(pl[4], w, h, depth, zz[4], syms[4], e->exact);
-        plans[5] = plan_plane(pl[5], w, h, depth, zz[5], syms[5], e->exact);
+        plans[4] = plan_plane(pl[4], w, h, depth, zz[4], syms[4], e->exact, pred);
+        plans[5] = plan_plane(pl[5], w, h, depth, zz[5], syms[5], e->exact, pred);
         if (plans[4].bytes + plans[5].bytes < plans[0].bytes + plans[2].bytes) {
             flags = L3_TILE_XFORM_G;
             use[0] = 4;
@@ -336,7 +361,7 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
         unsigned u = use[c];
         unsigned mode = plans[u].mode;
         uint8_t *start = p;
-        if (mode == L3_PLANE_MED) {
+        if (mode == L3_PLANE_MED || mode == L3_PLANE_GRAD) {
             /* the plan's size is an estimate: write, then keep the smaller */
             size_t len = (size_t)(plane_write_med(zz[u], syms[u], w, h, depth, wb) - wb);
             if (len < raw) {
@@ -421,6 +446,7 @@ int l3_encode(const struct l3_info *info_in, const void *pixels, size_t stride,
     e.area = area;
     e.scratch_per = scratch_per;
     e.exact = opts && opts->effort >= 2;
+    e.grad_bias = e.exact ? 0 : 3;
     /* worst MED stream: every code escaped, plus group symbols */
     e.wbuf_per = (area * (L3_ESCAPE + info.bit_depth) + groups * 8) / 8 + 16;
     mem += (uint64_t)e.wbuf_per * threads;

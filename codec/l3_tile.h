@@ -48,8 +48,13 @@
 
 #if defined(__CUDACC__)
 #define L3_TILE_FN static inline __host__ __device__
+#define L3_TILE_FORCE static __forceinline__ __host__ __device__
+#elif defined(__GNUC__)
+#define L3_TILE_FN static inline
+#define L3_TILE_FORCE static inline __attribute__((always_inline))
 #else
 #define L3_TILE_FN static inline
+#define L3_TILE_FORCE static inline
 #endif
 
 /* Tile flags byte */
@@ -59,6 +64,7 @@
 #define L3_PLANE_CONST 0u /* every sample equals one value (depth bits) */
 #define L3_PLANE_RAW 1u   /* w*h samples of depth bits each */
 #define L3_PLANE_MED 2u   /* MED prediction + grouped Rice codes */
+#define L3_PLANE_GRAD 3u  /* gradient a+b-c prediction + grouped Rice codes */
 
 #define L3_GROUP 16u      /* samples per Rice group (along a row) */
 #define L3_ESCAPE 16u     /* unary length that signals an escaped sample */
@@ -231,7 +237,7 @@ L3_TILE_FN int l3_tile_parse(const uint8_t *tile, size_t size, unsigned planes,
         th->mode[p] = tile[1 + 5 * p];
         th->len[p] = l3_rd_u32le(tile + 2 + 5 * p);
         th->off[p] = (uint32_t)off;
-        if (th->mode[p] > L3_PLANE_MED)
+        if (th->mode[p] > L3_PLANE_GRAD)
             return L3_ERR_CORRUPT;
         off += th->len[p];
         if (off > size)
@@ -302,10 +308,12 @@ L3_TILE_FN uint32_t l3_unzigzag(uint32_t v)
     return (v >> 1) ^ (0u - (v & 1u));
 }
 
-/* MED + Rice plane. dst: w*h samples, row stride w. Rice codes are at most
- * L3_ESCAPE + depth bits, so for depth <= 8 two codes fit one refill. */
-L3_TILE_FN int l3_plane_decode_med(const uint8_t *s, size_t len, uint32_t w,
-                                   uint32_t h, unsigned depth, uint16_t *dst)
+/* Predicted + Rice-coded plane (MED when grad == 0, else the gradient
+ * a+b-c modulo 2^depth). dst: w*h samples, row stride w. Rice codes are at
+ * most L3_ESCAPE + depth bits, so for depth <= 8 two codes fit one refill. */
+L3_TILE_FORCE int l3_plane_decode_pred(const uint8_t *s, size_t len, uint32_t w,
+                                       uint32_t h, unsigned depth, uint16_t *dst,
+                                       const int grad)
 {
     struct l3_br br;
     l3_br_init(&br, s, len);
@@ -329,7 +337,7 @@ L3_TILE_FN int l3_plane_decode_med(const uint8_t *s, size_t len, uint32_t w,
                 if (y) {
                     for (uint32_t i = 0; i < n; i++) {
                         uint32_t b = u[i];
-                        a = l3_med(a, b, c);
+                        a = grad ? (a + b - c) & mask : l3_med(a, b, c);
                         c = b;
                         o[i] = (uint16_t)a;
                     }
@@ -348,9 +356,15 @@ L3_TILE_FN int l3_plane_decode_med(const uint8_t *s, size_t len, uint32_t w,
                     uint32_t v1 = l3_read_rice(&br, k, depth);
                     bad |= v0 | v1;
                     uint32_t b0 = u[i], b1 = u[i + 1];
-                    a = (l3_med(a, b0, c) + l3_unzigzag(v0)) & mask;
-                    o[i] = (uint16_t)a;
-                    a = (l3_med(a, b1, b0) + l3_unzigzag(v1)) & mask;
+                    if (grad) {
+                        a = (a + (b0 - c) + l3_unzigzag(v0)) & mask;
+                        o[i] = (uint16_t)a;
+                        a = (a + (b1 - b0) + l3_unzigzag(v1)) & mask;
+                    } else {
+                        a = (l3_med(a, b0, c) + l3_unzigzag(v0)) & mask;
+                        o[i] = (uint16_t)a;
+                        a = (l3_med(a, b1, b0) + l3_unzigzag(v1)) & mask;
+                    }
                     o[i + 1] = (uint16_t)a;
                     c = b1;
                 }
@@ -359,7 +373,7 @@ L3_TILE_FN int l3_plane_decode_med(const uint8_t *s, size_t len, uint32_t w,
                     uint32_t v = l3_read_rice(&br, k, depth);
                     bad |= v;
                     uint32_t b = u[i];
-                    a = (l3_med(a, b, c) + l3_unzigzag(v)) & mask;
+                    a = ((grad ? a + b - c : l3_med(a, b, c)) + l3_unzigzag(v)) & mask;
                     c = b;
                     o[i] = (uint16_t)a;
                 }
@@ -387,6 +401,18 @@ L3_TILE_FN int l3_plane_decode_med(const uint8_t *s, size_t len, uint32_t w,
     if (bad >> depth)
         return L3_ERR_CORRUPT; /* a value the encoder would have escaped */
     return l3_br_finish(&br);
+}
+
+L3_TILE_FN int l3_plane_decode_med(const uint8_t *s, size_t len, uint32_t w,
+                                   uint32_t h, unsigned depth, uint16_t *dst)
+{
+    return l3_plane_decode_pred(s, len, w, h, depth, dst, 0);
+}
+
+L3_TILE_FN int l3_plane_decode_grad(const uint8_t *s, size_t len, uint32_t w,
+                                    uint32_t h, unsigned depth, uint16_t *dst)
+{
+    return l3_plane_decode_pred(s, len, w, h, depth, dst, 1);
 }
 
 L3_TILE_FN int l3_plane_decode_raw(const uint8_t *s, size_t len, uint32_t w,
@@ -443,6 +469,7 @@ L3_TILE_FN int l3_tile_plane_decode(const uint8_t *s, size_t len, unsigned mode,
     case L3_PLANE_CONST: return l3_plane_decode_const(s, len, w, h, depth, dst);
     case L3_PLANE_RAW: return l3_plane_decode_raw(s, len, w, h, depth, dst);
     case L3_PLANE_MED: return l3_plane_decode_med(s, len, w, h, depth, dst);
+    case L3_PLANE_GRAD: return l3_plane_decode_grad(s, len, w, h, depth, dst);
     default: return L3_ERR_CORRUPT;
     }
 }
