@@ -1,1 +1,604 @@
-/* (to be written) */
+/* png.c — the PNG side of libl3: PNG <-> pixels with libpng, PNG -> L3.
+ *
+ * Pixels are exactly the samples libpng gives for the file with no colour
+ * transform: sub-byte samples unpacked to one byte each (values kept), 16-bit
+ * samples converted from PNG big-endian to native uint16_t, palette images as
+ * indices with their palette, interlaced images de-interlaced.
+ *
+ * Errors from libpng are caught with setjmp/longjmp (libpng's classic API);
+ * nothing is printed. State touched between setjmp and longjmp lives in a
+ * context struct reached through a pointer, never in automatic variables.
+ */
+#include "l3.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <png.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const unsigned char png_signature[8] = {137, 80, 78, 71, 13, 10, 26, 10};
+
+/* PNG's own limit on a dimension (2^31 - 1). */
+#define PNG_DIM_MAX 0x7fffffffu
+/* Largest ancillary chunk libpng may allocate (iCCP, zTXt, ...), and how many
+ * ancillary chunks it keeps: guards against chunk bombs. Neither affects the
+ * pixels. */
+#define PNG_CHUNK_MALLOC_MAX (8u << 20)
+#define PNG_CHUNK_CACHE_MAX 1000u
+/* Bytes read from an fd at a time. */
+#define FD_BUFFER_SIZE 65536
+
+int l3_is_png(const void *data, size_t size)
+{
+    return data != NULL && size >= sizeof png_signature &&
+           memcmp(data, png_signature, sizeof png_signature) == 0;
+}
+
+static int host_is_little_endian(void)
+{
+    const uint16_t one = 1;
+    unsigned char b;
+    memcpy(&b, &one, 1);
+    return b == 1;
+}
+
+/* ---------------------------------------------------------------- reading */
+
+struct png_src {
+    /* memory source */
+    const unsigned char *data;
+    size_t size, pos;
+    /* fd source (fd >= 0) */
+    int fd;
+    unsigned char *buf;
+    size_t buf_len, buf_pos;
+    int io_errno; /* set when read() failed: reported as L3_ERR_IO */
+};
+
+struct png_rd {
+    png_structp png;
+    png_infop info;
+    struct png_src src;
+    struct l3_limits limits;
+    int status;            /* set before png_error / after a longjmp */
+    struct l3_info out_info;
+    unsigned char *pixels; /* malloc'd output */
+    size_t pixels_size;
+    png_bytep *rows;
+};
+
+static void silent_warning(png_structp png, png_const_charp msg)
+{
+    (void)png;
+    (void)msg;
+}
+
+static void error_longjmp(png_structp png, png_const_charp msg)
+{
+    (void)msg;
+    png_longjmp(png, 1);
+}
+
+static void read_mem(png_structp png, png_bytep out, size_t n)
+{
+    struct png_rd *rd = png_get_io_ptr(png);
+    struct png_src *s = &rd->src;
+    if (n > s->size - s->pos) {
+        rd->status = L3_ERR_PNG;
+        png_error(png, "truncated");
+    }
+    memcpy(out, s->data + s->pos, n);
+    s->pos += n;
+}
+
+static void read_fd(png_structp png, png_bytep out, size_t n)
+{
+    struct png_rd *rd = png_get_io_ptr(png);
+    struct png_src *s = &rd->src;
+    while (n > 0) {
+        if (s->buf_pos == s->buf_len) {
+            ssize_t r;
+            do {
+                r = read(s->fd, s->buf, FD_BUFFER_SIZE);
+            } while (r < 0 && errno == EINTR);
+            if (r < 0) {
+                s->io_errno = errno;
+                rd->status = L3_ERR_IO;
+                png_error(png, "read failed");
+            }
+            if (r == 0) {
+                rd->status = L3_ERR_PNG;
+                png_error(png, "truncated");
+            }
+            s->buf_len = (size_t)r;
+            s->buf_pos = 0;
+        }
+        size_t k = s->buf_len - s->buf_pos;
+        if (k > n)
+            k = n;
+        memcpy(out, s->buf + s->buf_pos, k);
+        s->buf_pos += k;
+        out += k;
+        n -= k;
+    }
+}
+
+/* Fills rd->out_info from IHDR/PLTE/tRNS and checks the limits. Returns a
+ * status; never calls png_error itself. */
+static int describe(struct png_rd *rd)
+{
+    png_structp png = rd->png;
+    png_infop info = rd->info;
+    png_uint_32 w, h;
+    int depth, ctype, interlace;
+    png_get_IHDR(png, info, &w, &h, &depth, &ctype, &interlace, NULL, NULL);
+
+    struct l3_info *o = &rd->out_info;
+    memset(o, 0, sizeof *o);
+    if (w == 0 || h == 0)
+        return L3_ERR_PNG;
+    if (w > L3_MAX_DIM || h > L3_MAX_DIM)
+        return L3_ERR_LIMIT;
+    o->width = w;
+    o->height = h;
+    o->bit_depth = (uint8_t)depth;
+    switch (ctype) {
+    case PNG_COLOR_TYPE_GRAY: o->color = L3_COLOR_GRAY; o->channels = 1; break;
+    case PNG_COLOR_TYPE_GRAY_ALPHA: o->color = L3_COLOR_GRAY_ALPHA; o->channels = 2; break;
+    case PNG_COLOR_TYPE_RGB: o->color = L3_COLOR_RGB; o->channels = 3; break;
+    case PNG_COLOR_TYPE_RGB_ALPHA: o->color = L3_COLOR_RGBA; o->channels = 4; break;
+    case PNG_COLOR_TYPE_PALETTE: o->color = L3_COLOR_PALETTE; o->channels = 1; break;
+    default: return L3_ERR_PNG;
+    }
+    if (depth != 1 && depth != 2 && depth != 4 && depth != 8 && depth != 16)
+        return L3_ERR_PNG;
+
+    /* Limits, from IHDR alone, before any pixel memory exists. */
+    uint64_t max_pixels = rd->limits.max_pixels ? rd->limits.max_pixels : L3_DEFAULT_MAX_PIXELS;
+    size_t max_memory = rd->limits.max_memory ? rd->limits.max_memory : L3_DEFAULT_MAX_MEMORY;
+    uint64_t pixels = (uint64_t)w * h;
+    if (pixels > max_pixels)
+        return L3_ERR_LIMIT;
+    uint64_t sample_bytes = depth == 16 ? 2 : 1;
+    uint64_t out_bytes = pixels * o->channels * sample_bytes;
+    /* libpng's own row buffers: about two rows of the widest (filtered) form. */
+    uint64_t png_rowbytes = ((uint64_t)w * o->channels * (uint64_t)depth + 7) / 8 + 1;
+    uint64_t need = out_bytes + (uint64_t)h * sizeof(png_bytep) + 2 * png_rowbytes +
+                    (uint64_t)w * o->channels * sample_bytes;
+    if (need > max_memory || out_bytes > SIZE_MAX / 2)
+        return L3_ERR_LIMIT;
+
+    if (ctype == PNG_COLOR_TYPE_PALETTE) {
+        png_colorp pal = NULL;
+        int npal = 0;
+        if (!png_get_PLTE(png, info, &pal, &npal) || npal < 1 || npal > 256)
+            return L3_ERR_PNG;
+        o->palette_len = (uint16_t)npal;
+        for (int i = 0; i < npal; i++) {
+            o->palette[i][0] = pal[i].red;
+            o->palette[i][1] = pal[i].green;
+            o->palette[i][2] = pal[i].blue;
+            o->palette[i][3] = 255;
+        }
+        png_bytep alpha = NULL;
+        int nalpha = 0;
+        if (png_get_tRNS(png, info, &alpha, &nalpha, NULL) && alpha != NULL && nalpha > 0) {
+            if (nalpha > npal)
+                nalpha = npal;
+            o->palette_alpha_len = (uint16_t)nalpha;
+            for (int i = 0; i < nalpha; i++)
+                o->palette[i][3] = alpha[i];
+        }
+    } else if (ctype == PNG_COLOR_TYPE_GRAY || ctype == PNG_COLOR_TYPE_RGB) {
+        png_color_16p key = NULL;
+        if (png_get_tRNS(png, info, NULL, NULL, &key) && key != NULL) {
+            /* libpng keeps a key that does not fit the bit depth (it only
+             * warns) and refuses to write one; such a key can match no pixel,
+             * so it is dropped. */
+            unsigned maxv = (1u << depth) - 1u;
+            if (ctype == PNG_COLOR_TYPE_GRAY) {
+                o->trns_key[0] = key->gray;
+            } else {
+                o->trns_key[0] = key->red;
+                o->trns_key[1] = key->green;
+                o->trns_key[2] = key->blue;
+            }
+            int fits = 1;
+            for (int c = 0; c < (ctype == PNG_COLOR_TYPE_GRAY ? 1 : 3); c++)
+                if (o->trns_key[c] > maxv)
+                    fits = 0;
+            if (fits)
+                o->has_trns_key = 1;
+            else
+                memset(o->trns_key, 0, sizeof o->trns_key);
+        }
+    }
+    o->tile_width = o->tile_height = 0;
+    o->tiles_x = o->tiles_y = 0;
+    return L3_OK;
+}
+
+/* Everything that may longjmp. Returns a status. */
+static int read_body(struct png_rd *rd)
+{
+    if (setjmp(png_jmpbuf(rd->png)))
+        return rd->status != L3_OK ? rd->status : L3_ERR_PNG;
+
+    png_set_user_limits(rd->png, PNG_DIM_MAX, PNG_DIM_MAX);
+    png_set_chunk_cache_max(rd->png, PNG_CHUNK_CACHE_MAX);
+    png_set_chunk_malloc_max(rd->png, PNG_CHUNK_MALLOC_MAX);
+    /* Text and profile chunks play no part in the samples: skip them. */
+    static const png_byte skip[] = "iCCP\0iTXt\0sPLT\0tEXt\0zTXt\0eXIf\0";
+    png_set_keep_unknown_chunks(rd->png, PNG_HANDLE_CHUNK_NEVER, skip,
+                                (int)(sizeof skip / 5));
+
+    png_read_info(rd->png, rd->info);
+    int st = describe(rd);
+    if (st != L3_OK)
+        return st;
+
+    const struct l3_info *o = &rd->out_info;
+    if (o->bit_depth < 8)
+        png_set_packing(rd->png);
+    if (o->bit_depth == 16 && host_is_little_endian())
+        png_set_swap(rd->png);
+    (void)png_set_interlace_handling(rd->png);
+    png_read_update_info(rd->png, rd->info);
+
+    size_t row = (size_t)o->width * o->channels * (o->bit_depth == 16 ? 2u : 1u);
+    if (png_get_rowbytes(rd->png, rd->info) != row)
+        return L3_ERR_PNG; /* unexpected libpng layout: refuse, do not overrun */
+    rd->pixels_size = row * o->height;
+    rd->pixels = malloc(rd->pixels_size);
+    rd->rows = malloc(sizeof(png_bytep) * o->height);
+    if (rd->pixels == NULL || rd->rows == NULL)
+        return L3_ERR_NOMEM;
+    for (uint32_t y = 0; y < o->height; y++)
+        rd->rows[y] = rd->pixels + (size_t)y * row;
+    png_read_image(rd->png, rd->rows);
+    png_read_end(rd->png, NULL);
+
+    if (o->color == L3_COLOR_PALETTE) {
+        /* An index past the palette decodes (libpng only warns). Keep the
+         * indices and extend the palette with opaque black so that the image
+         * stays self-consistent and encodable. */
+        unsigned maxi = 0;
+        for (size_t i = 0; i < rd->pixels_size; i++)
+            if (rd->pixels[i] > maxi)
+                maxi = rd->pixels[i];
+        struct l3_info *w = &rd->out_info;
+        while (w->palette_len <= maxi) {
+            w->palette[w->palette_len][0] = 0;
+            w->palette[w->palette_len][1] = 0;
+            w->palette[w->palette_len][2] = 0;
+            w->palette[w->palette_len][3] = 255;
+            w->palette_len++;
+        }
+    }
+    return L3_OK;
+}
+
+static int png_read_run(struct png_rd *rd, const struct l3_limits *limits,
+                        struct l3_info *info_ret, void **pixels_ret,
+                        size_t *pixels_size_ret)
+{
+    int st;
+    if (limits)
+        rd->limits = *limits;
+    rd->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, NULL, error_longjmp, silent_warning);
+    if (rd->png == NULL)
+        return L3_ERR_NOMEM;
+    rd->info = png_create_info_struct(rd->png);
+    if (rd->info == NULL) {
+        png_destroy_read_struct(&rd->png, NULL, NULL);
+        return L3_ERR_NOMEM;
+    }
+    if (rd->src.fd >= 0)
+        png_set_read_fn(rd->png, rd, read_fd);
+    else
+        png_set_read_fn(rd->png, rd, read_mem);
+
+    st = read_body(rd);
+    png_destroy_read_struct(&rd->png, &rd->info, NULL);
+    free(rd->rows);
+    rd->rows = NULL;
+    if (st != L3_OK) {
+        free(rd->pixels);
+        rd->pixels = NULL;
+        return st;
+    }
+    if (info_ret)
+        *info_ret = rd->out_info;
+    *pixels_ret = rd->pixels;
+    if (pixels_size_ret)
+        *pixels_size_ret = rd->pixels_size;
+    rd->pixels = NULL;
+    return L3_OK;
+}
+
+int l3_png_decode(const void *png, size_t png_size, const struct l3_limits *limits,
+                  struct l3_info *info_ret, void **pixels_ret, size_t *pixels_size_ret)
+{
+    if (pixels_ret == NULL || (png == NULL && png_size != 0))
+        return L3_ERR_INVALID_ARG;
+    *pixels_ret = NULL;
+    if (pixels_size_ret)
+        *pixels_size_ret = 0;
+    if (!l3_is_png(png, png_size))
+        return L3_ERR_PNG;
+    struct png_rd rd;
+    memset(&rd, 0, sizeof rd);
+    rd.src.data = png;
+    rd.src.size = png_size;
+    rd.src.fd = -1;
+    return png_read_run(&rd, limits, info_ret, pixels_ret, pixels_size_ret);
+}
+
+int l3_png_decode_fd(int fd, const struct l3_limits *limits,
+                     struct l3_info *info_ret, void **pixels_ret,
+                     size_t *pixels_size_ret)
+{
+    if (pixels_ret == NULL)
+        return L3_ERR_INVALID_ARG;
+    *pixels_ret = NULL;
+    if (pixels_size_ret)
+        *pixels_size_ret = 0;
+    if (fd < 0)
+        return L3_ERR_IO;
+    struct png_rd rd;
+    memset(&rd, 0, sizeof rd);
+    rd.src.fd = fd;
+    rd.src.buf = malloc(FD_BUFFER_SIZE);
+    if (rd.src.buf == NULL)
+        return L3_ERR_NOMEM;
+    /* Check the signature first so that a non-PNG is reported as such. */
+    unsigned char sig[8];
+    size_t got = 0;
+    while (got < sizeof sig) {
+        ssize_t r = read(fd, sig + got, sizeof sig - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            free(rd.src.buf);
+            return L3_ERR_IO;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    if (got < sizeof sig || !l3_is_png(sig, sizeof sig)) {
+        free(rd.src.buf);
+        return L3_ERR_PNG;
+    }
+    memcpy(rd.src.buf, sig, sizeof sig);
+    rd.src.buf_len = sizeof sig;
+    rd.src.buf_pos = 0;
+    int st = png_read_run(&rd, limits, info_ret, pixels_ret, pixels_size_ret);
+    free(rd.src.buf);
+    return st;
+}
+
+/* ---------------------------------------------------------------- writing */
+
+struct png_wr {
+    png_structp png;
+    png_infop info;
+    const struct l3_info *in;
+    const unsigned char *pixels;
+    size_t stride;
+    unsigned char *out;
+    size_t out_len, out_cap;
+    int status;
+    png_bytep *rows;
+};
+
+static void write_mem(png_structp png, png_bytep data, size_t n)
+{
+    struct png_wr *wr = png_get_io_ptr(png);
+    if (n > wr->out_cap - wr->out_len) {
+        size_t cap = wr->out_cap ? wr->out_cap : 4096;
+        while (cap - wr->out_len < n) {
+            if (cap > SIZE_MAX / 2) {
+                wr->status = L3_ERR_NOMEM;
+                png_error(png, "too large");
+            }
+            cap *= 2;
+        }
+        unsigned char *p = realloc(wr->out, cap);
+        if (p == NULL) {
+            wr->status = L3_ERR_NOMEM;
+            png_error(png, "out of memory");
+        }
+        wr->out = p;
+        wr->out_cap = cap;
+    }
+    memcpy(wr->out + wr->out_len, data, n);
+    wr->out_len += n;
+}
+
+static void flush_mem(png_structp png)
+{
+    (void)png;
+}
+
+/* Checks `info` and the sample values. */
+static int check_encode_input(const struct l3_info *in, const void *pixels, size_t stride)
+{
+    if (in == NULL || pixels == NULL)
+        return L3_ERR_INVALID_ARG;
+    if (in->width == 0 || in->height == 0 || in->width > L3_MAX_DIM || in->height > L3_MAX_DIM)
+        return L3_ERR_INVALID_ARG;
+    unsigned d = in->bit_depth;
+    static const uint8_t channels_of[5] = {1, 2, 3, 4, 1};
+    if (in->color > L3_COLOR_PALETTE || in->channels != channels_of[in->color])
+        return L3_ERR_INVALID_ARG;
+    if (d != 1 && d != 2 && d != 4 && d != 8 && d != 16)
+        return L3_ERR_INVALID_ARG;
+    if ((in->color == L3_COLOR_GRAY_ALPHA || in->color == L3_COLOR_RGB ||
+         in->color == L3_COLOR_RGBA) && d < 8)
+        return L3_ERR_INVALID_ARG;
+    if (in->color == L3_COLOR_PALETTE &&
+        (d == 16 || in->palette_len < 1 || in->palette_len > 256 ||
+         in->palette_len > (1u << d) || in->palette_alpha_len > in->palette_len))
+        return L3_ERR_INVALID_ARG;
+    if (in->has_trns_key) {
+        if (in->color != L3_COLOR_GRAY && in->color != L3_COLOR_RGB)
+            return L3_ERR_INVALID_ARG;
+        unsigned maxv = d == 16 ? 65535u : (1u << d) - 1u;
+        for (int c = 0; c < (in->color == L3_COLOR_GRAY ? 1 : 3); c++)
+            if (in->trns_key[c] > maxv)
+                return L3_ERR_INVALID_ARG;
+    }
+    size_t row = (size_t)in->width * in->channels * (d == 16 ? 2u : 1u);
+    if (stride == 0)
+        stride = row;
+    if (stride < row)
+        return L3_ERR_INVALID_ARG;
+    if (d < 8 || in->color == L3_COLOR_PALETTE) {
+        unsigned lim = in->color == L3_COLOR_PALETTE ? in->palette_len : (1u << d);
+        const unsigned char *p = pixels;
+        for (uint32_t y = 0; y < in->height; y++, p += stride)
+            for (size_t x = 0; x < row; x++)
+                if (p[x] >= lim)
+                    return L3_ERR_INVALID_ARG;
+    }
+    return L3_OK;
+}
+
+static int write_body(struct png_wr *wr)
+{
+    if (setjmp(png_jmpbuf(wr->png)))
+        return wr->status != L3_OK ? wr->status : L3_ERR_PNG;
+
+    const struct l3_info *in = wr->in;
+    static const int ctype_of[5] = {PNG_COLOR_TYPE_GRAY, PNG_COLOR_TYPE_GRAY_ALPHA,
+                                    PNG_COLOR_TYPE_RGB, PNG_COLOR_TYPE_RGB_ALPHA,
+                                    PNG_COLOR_TYPE_PALETTE};
+    png_set_write_fn(wr->png, wr, write_mem, flush_mem);
+    png_set_IHDR(wr->png, wr->info, in->width, in->height, in->bit_depth, ctype_of[in->color],
+                 PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    if (in->color == L3_COLOR_PALETTE) {
+        png_color pal[256];
+        png_byte alpha[256];
+        for (unsigned i = 0; i < in->palette_len; i++) {
+            pal[i].red = in->palette[i][0];
+            pal[i].green = in->palette[i][1];
+            pal[i].blue = in->palette[i][2];
+            alpha[i] = in->palette[i][3];
+        }
+        png_set_PLTE(wr->png, wr->info, pal, in->palette_len);
+        if (in->palette_alpha_len > 0)
+            png_set_tRNS(wr->png, wr->info, alpha, in->palette_alpha_len, NULL);
+    } else if (in->has_trns_key) {
+        png_color_16 key;
+        memset(&key, 0, sizeof key);
+        if (in->color == L3_COLOR_GRAY) {
+            key.gray = in->trns_key[0];
+        } else {
+            key.red = in->trns_key[0];
+            key.green = in->trns_key[1];
+            key.blue = in->trns_key[2];
+        }
+        png_set_tRNS(wr->png, wr->info, NULL, 0, &key);
+    }
+    png_write_info(wr->png, wr->info);
+    if (in->bit_depth < 8)
+        png_set_packing(wr->png);
+    if (in->bit_depth == 16 && host_is_little_endian())
+        png_set_swap(wr->png);
+
+    wr->rows = malloc(sizeof(png_bytep) * in->height);
+    if (wr->rows == NULL) {
+        wr->status = L3_ERR_NOMEM;
+        png_error(wr->png, "out of memory");
+    }
+    /* libpng transforms a copy of each row; the caller's pixels stay const. */
+    for (uint32_t y = 0; y < in->height; y++)
+        wr->rows[y] = (png_bytep)(uintptr_t)(wr->pixels + (size_t)y * wr->stride);
+    png_write_image(wr->png, wr->rows);
+    png_write_end(wr->png, NULL);
+    return L3_OK;
+}
+
+int l3_png_encode(const struct l3_info *info, const void *pixels, size_t stride,
+                  void **png_ret, size_t *png_size_ret)
+{
+    if (png_ret == NULL)
+        return L3_ERR_INVALID_ARG;
+    *png_ret = NULL;
+    if (png_size_ret)
+        *png_size_ret = 0;
+    int st = check_encode_input(info, pixels, stride);
+    if (st != L3_OK)
+        return st;
+    struct png_wr wr;
+    memset(&wr, 0, sizeof wr);
+    wr.in = info;
+    wr.pixels = pixels;
+    wr.stride = stride ? stride
+                       : (size_t)info->width * info->channels * (info->bit_depth == 16 ? 2u : 1u);
+    wr.png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, error_longjmp, silent_warning);
+    if (wr.png == NULL)
+        return L3_ERR_NOMEM;
+    wr.info = png_create_info_struct(wr.png);
+    if (wr.info == NULL) {
+        png_destroy_write_struct(&wr.png, NULL);
+        return L3_ERR_NOMEM;
+    }
+    st = write_body(&wr);
+    png_destroy_write_struct(&wr.png, &wr.info);
+    free(wr.rows);
+    if (st != L3_OK) {
+        free(wr.out);
+        return st;
+    }
+    *png_ret = wr.out;
+    if (png_size_ret)
+        *png_size_ret = wr.out_len;
+    return L3_OK;
+}
+
+/* ---------------------------------------------------------------- transcoding */
+
+static int encode_pixels(int st, const struct l3_info *info, void *pixels,
+                         const struct l3_encode_options *opts, void **out_ret,
+                         size_t *size_ret)
+{
+    if (st == L3_OK)
+        st = l3_encode(info, pixels, 0, opts, out_ret, size_ret);
+    free(pixels);
+    return st;
+}
+
+int l3_transcode_png(const void *png, size_t png_size,
+                     const struct l3_encode_options *opts, void **out_ret,
+                     size_t *size_ret)
+{
+    if (out_ret == NULL)
+        return L3_ERR_INVALID_ARG;
+    *out_ret = NULL;
+    if (size_ret)
+        *size_ret = 0;
+    struct l3_info info;
+    void *pixels = NULL;
+    int st = l3_png_decode(png, png_size, opts ? &opts->limits : NULL, &info, &pixels, NULL);
+    return encode_pixels(st, &info, pixels, opts, out_ret, size_ret);
+}
+
+int l3_transcode_png_fd(int fd, const struct l3_encode_options *opts,
+                        void **out_ret, size_t *size_ret)
+{
+    if (out_ret == NULL)
+        return L3_ERR_INVALID_ARG;
+    *out_ret = NULL;
+    if (size_ret)
+        *size_ret = 0;
+    struct l3_info info;
+    void *pixels = NULL;
+    int st = l3_png_decode_fd(fd, opts ? &opts->limits : NULL, &info, &pixels, NULL);
+    return encode_pixels(st, &info, pixels, opts, out_ret, size_ret);
+}
