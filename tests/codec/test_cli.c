@@ -60,6 +60,7 @@ static struct run run_l3(const char *dir, const char *const *args)
     char outp[4200], errp[4200];
     snprintf(outp, sizeof outp, "%s/.stdout", dir);
     snprintf(errp, sizeof errp, "%s/.stderr", dir);
+    const char *exe = cli_path(); /* asserts here, never in the child */
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) {
@@ -71,7 +72,7 @@ static struct run run_l3(const char *dir, const char *const *args)
         dup2(e, 2);
         const char *argv[32];
         int n = 0;
-        argv[n++] = cli_path();
+        argv[n++] = exe;
         for (; args[n - 1] && n < 31; n++)
             argv[n] = args[n - 1];
         argv[n] = NULL;
