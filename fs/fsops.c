@@ -1,0 +1,1408 @@
+/* fsops.c — the l3fs filesystem on the libfuse3 low-level API.
+ *
+ * Every node the kernel knows is a struct node holding an O_PATH|O_NOFOLLOW
+ * descriptor of its source entry; all source access is openat()/fstatat()
+ * relative to such descriptors, so no path string is ever resolved against
+ * SOURCE and a name from the kernel (never "/" or "..") cannot leave it.
+ *
+ * An encoded node (a PNG shown as .l3) remembers the source identity and the
+ * object it last described to the kernel (size and, once opened or encoded,
+ * a descriptor of the cache object). Its size is always exact: from that
+ * memory, from the cache's persistent index, or by encoding before replying.
+ * Opens serve the object the kernel was told about, so size and bytes always
+ * agree; a changed source is picked up at the next LOOKUP/GETATTR.
+ */
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "l3cache.h"
+#include "l3fs_internal.h"
+
+#define L3_INO_BIT (1ull << 63) /* st_ino of an encoded node: source ino ^ bit */
+
+enum node_kind { NK_SRC = 0, NK_L3 = 1, NK_CTL_DIR = 2, NK_CTL_FILE = 3 };
+
+struct node {
+    struct node *next; /* hash chain */
+    int kind;
+    dev_t dev;
+    ino_t ino;
+    int fd;            /* O_PATH|O_NOFOLLOW descriptor of the source entry */
+    uint64_t nlookup;  /* kernel references; freed at 0 */
+    char *relpath;     /* path under SOURCE ("" = root): for globs and logs */
+    mode_t mode;       /* file type bits (S_IFMT) */
+    /* encoded nodes: protected by lock */
+    pthread_mutex_t lock;
+    int have;                    /* size/src below describe what the kernel was told */
+    struct l3cache_source src;
+    uint64_t size;
+    struct l3cache_key key;
+    int obj_fd;                  /* object of `key`, or -1 */
+    int fresh;                   /* obj_fd came from an encode no open used yet */
+    int err;                     /* cached failure for err_src (negative errno) */
+    struct l3cache_source err_src;
+    int ctl_id;                  /* control files */
+};
+
+struct fh {
+    int fd;          /* object / source file; -1 for control files */
+    int kind;
+    uint64_t size;   /* .l3: object size */
+    char *buf;       /* control files: the snapshot */
+    size_t len;
+};
+
+struct dirh {
+    int fd;
+    size_t n;
+    char **names;       /* listing in readdir order */
+    unsigned char *types;
+    ino_t *inos;
+    char **sorted;      /* same names sorted, for exists() */
+    struct node *dir;
+};
+
+static struct {
+    struct l3fs_options *opts;
+    l3cache *cache;
+    struct fuse_session *se;
+    struct node root;
+    struct node ctl_dir;
+    struct node ctl_files[2];
+    pthread_mutex_t table_lock;
+    struct node **buckets;
+    size_t nbuckets, count;
+    sem_t encode_slots;
+    struct l3fs_fs_counters c; /* updated with __atomic builtins */
+    pthread_mutex_t timings_lock;
+    struct l3fs_timings *timings;
+    struct timespec start;
+} D = {.table_lock = PTHREAD_MUTEX_INITIALIZER, .timings_lock = PTHREAD_MUTEX_INITIALIZER};
+
+static const char *const ctl_names[2] = {"stats.json", "metrics"};
+
+#define COUNT(field, v) __atomic_add_fetch(&D.c.field, (uint64_t)(v), __ATOMIC_RELAXED)
+
+/* ---------------------------------------------------------------- nodes */
+
+static struct node *node_of(fuse_ino_t ino)
+{
+    if (ino == FUSE_ROOT_ID)
+        return &D.root;
+    return (struct node *)(uintptr_t)ino;
+}
+
+static fuse_ino_t id_of(struct node *n)
+{
+    return n == &D.root ? FUSE_ROOT_ID : (fuse_ino_t)(uintptr_t)n;
+}
+
+static int is_static(struct node *n)
+{
+    return n == &D.root || n == &D.ctl_dir || n == &D.ctl_files[0] || n == &D.ctl_files[1];
+}
+
+static size_t hash_of(dev_t dev, ino_t ino, int kind)
+{
+    uint64_t h = (uint64_t)ino * 0x9E3779B97F4A7C15ull ^ (uint64_t)dev * 0xC2B2AE3D27D4EB4Full;
+    h ^= (uint64_t)kind;
+    h ^= h >> 29;
+    return (size_t)h;
+}
+
+static void table_grow(void)
+{
+    size_t nb = D.nbuckets ? D.nbuckets * 2 : 1024;
+    struct node **b = calloc(nb, sizeof *b);
+    if (!b)
+        return; /* keep the old table; chains just get longer */
+    for (size_t i = 0; i < D.nbuckets; i++) {
+        struct node *n = D.buckets[i];
+        while (n) {
+            struct node *next = n->next;
+            size_t h = hash_of(n->dev, n->ino, n->kind) & (nb - 1);
+            n->next = b[h];
+            b[h] = n;
+            n = next;
+        }
+    }
+    free(D.buckets);
+    D.buckets = b;
+    D.nbuckets = nb;
+}
+
+static void node_free(struct node *n)
+{
+    if (n->fd >= 0)
+        close(n->fd);
+    if (n->obj_fd >= 0)
+        close(n->obj_fd);
+    pthread_mutex_destroy(&n->lock);
+    free(n->relpath);
+    free(n);
+}
+
+/* Finds or creates the node of (st, kind) and takes one kernel reference.
+ * Takes ownership of fd (closed when the node already exists). */
+static struct node *node_ref(int fd, const struct stat *st, int kind, const char *relpath)
+{
+    pthread_mutex_lock(&D.table_lock);
+    if (D.count >= D.nbuckets)
+        table_grow();
+    size_t h = hash_of(st->st_dev, st->st_ino, kind) & (D.nbuckets - 1);
+    struct node *n;
+    for (n = D.buckets[h]; n; n = n->next)
+        if (n->dev == st->st_dev && n->ino == st->st_ino && n->kind == kind)
+            break;
+    if (n) {
+        n->nlookup++;
+        pthread_mutex_unlock(&D.table_lock);
+        close(fd);
+        return n;
+    }
+    n = calloc(1, sizeof *n);
+    char *rp = strdup(relpath);
+    if (!n || !rp) {
+        pthread_mutex_unlock(&D.table_lock);
+        free(n);
+        free(rp);
+        close(fd);
+        return NULL;
+    }
+    n->kind = kind;
+    n->dev = st->st_dev;
+    n->ino = st->st_ino;
+    n->fd = fd;
+    n->nlookup = 1;
+    n->relpath = rp;
+    n->mode = st->st_mode & S_IFMT;
+    n->obj_fd = -1;
+    pthread_mutex_init(&n->lock, NULL);
+    n->next = D.buckets[h];
+    D.buckets[h] = n;
+    D.count++;
+    pthread_mutex_unlock(&D.table_lock);
+    return n;
+}
+
+static void node_unref(struct node *n, uint64_t count)
+{
+    if (is_static(n))
+        return;
+    pthread_mutex_lock(&D.table_lock);
+    if (count > n->nlookup)
+        count = n->nlookup;
+    n->nlookup -= count;
+    if (n->nlookup == 0) {
+        size_t h = hash_of(n->dev, n->ino, n->kind) & (D.nbuckets - 1);
+        struct node **pp = &D.buckets[h];
+        while (*pp && *pp != n)
+            pp = &(*pp)->next;
+        if (*pp)
+            *pp = n->next;
+        D.count--;
+        pthread_mutex_unlock(&D.table_lock);
+        node_free(n);
+        return;
+    }
+    pthread_mutex_unlock(&D.table_lock);
+}
+
+/* Reopens a node's O_PATH descriptor for reading (regular files only). */
+static int reopen_rdonly(int path_fd)
+{
+    char p[64];
+    snprintf(p, sizeof p, "/proc/self/fd/%d", path_fd);
+    int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return -errno;
+    return fd;
+}
+
+static char *join_rel(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (!p)
+        return NULL;
+    if (a) {
+        memcpy(p, dir, a);
+        p[a] = '/';
+        memcpy(p + a + 1, name, b + 1);
+    } else {
+        memcpy(p, name, b + 1);
+    }
+    return p;
+}
+
+/* ------------------------------------------------------ name resolution */
+
+struct probe_ctx {
+    int dirfd;
+    const char *reldir;
+    char **sorted; /* readdir: the listing; NULL: ask the filesystem */
+    size_t n;
+};
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int probe_exists(void *vctx, const char *name)
+{
+    struct probe_ctx *c = vctx;
+    if (c->sorted) {
+        const char *key = name;
+        return bsearch(&key, c->sorted, c->n, sizeof(char *), cmp_str) != NULL;
+    }
+    struct stat st;
+    return fstatat(c->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* Regular file, PNG signature, not excluded. A source the index knows was a
+ * PNG when it was encoded, so its signature is not read again. */
+static int probe_qualifies(void *vctx, const char *name)
+{
+    struct probe_ctx *c = vctx;
+    if (l3fs_excluded(D.opts->excludes, D.opts->n_excludes, c->reldir, name))
+        return 0;
+    struct stat st;
+    if (fstatat(c->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+        return 0;
+    struct l3cache_source src;
+    uint64_t size;
+    struct l3cache_key key;
+    l3cache_source_from_stat(&st, &src);
+    if (D.cache && l3cache_index_lookup(D.cache, &src, &size, &key) == 0)
+        return 1;
+    int fd = openat(c->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return 0;
+    unsigned char sig[8];
+    ssize_t r = pread(fd, sig, sizeof sig, 0);
+    close(fd);
+    return r == (ssize_t)sizeof sig && l3_is_png(sig, sizeof sig);
+}
+
+static void probe_init(struct l3fs_probe *p, struct probe_ctx *c, int dirfd, const char *reldir)
+{
+    c->dirfd = dirfd;
+    c->reldir = reldir;
+    c->sorted = NULL;
+    c->n = 0;
+    p->exists = probe_exists;
+    p->qualifies = probe_qualifies;
+    p->ctx = c;
+}
+
+/* ----------------------------------------------------------- attributes */
+
+static uint64_t ns_since(const struct timespec *a)
+{
+    struct timespec b;
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return (uint64_t)(b.tv_sec - a->tv_sec) * 1000000000ull + (uint64_t)(b.tv_nsec - a->tv_nsec);
+}
+
+static int same_src(const struct l3cache_source *a, const struct l3cache_source *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
+}
+
+static void l3_attr(struct stat *st, uint64_t size)
+{
+    st->st_ino ^= L3_INO_BIT;
+    st->st_size = (off_t)size;
+    st->st_blocks = (blkcnt_t)((size + 511) / 512);
+}
+
+/* Encodes the node's source now (caller holds n->lock). */
+static int l3_encode_locked(struct node *n, const struct l3cache_source *want)
+{
+    int fd = reopen_rdonly(n->fd);
+    if (fd < 0)
+        return fd;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
+    struct l3cache_source src;
+    l3cache_source_from_stat(&st, &src);
+    (void)want;
+    if (n->err && same_src(&src, &n->err_src)) {
+        close(fd);
+        return n->err;
+    }
+    struct l3cache_object obj;
+    int l3st = 0;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (sem_wait(&D.encode_slots) < 0 && errno == EINTR)
+        ;
+    int r = l3cache_get(D.cache, fd, &st, &obj, &l3st);
+    sem_post(&D.encode_slots);
+    uint64_t ns = ns_since(&t0);
+    close(fd);
+    if (r < 0) {
+        if (r == -EIO) {
+            n->err = -EIO;
+            n->err_src = src;
+            COUNT(encode_errors, 1);
+            LOG_E("cannot encode %s: %s", n->relpath[0] ? n->relpath : ".",
+                  l3st ? l3_strerror(l3st) : "invalid PNG");
+            return -EIO;
+        }
+        LOG_W("cache error for %s: %s", n->relpath, strerror(-r));
+        return r;
+    }
+    if (!obj.hit) {
+        COUNT(encodes, 1);
+        pthread_mutex_lock(&D.timings_lock);
+        l3fs_timings_add(D.timings, ns);
+        pthread_mutex_unlock(&D.timings_lock);
+        LOG_D("encoded %s: %" PRIu64 " bytes in %.1f ms", n->relpath, obj.size, ns / 1e6);
+    }
+    if (n->obj_fd >= 0)
+        close(n->obj_fd);
+    n->obj_fd = obj.fd;
+    n->fresh = !obj.hit;
+    n->have = 1;
+    n->src = src;
+    n->size = obj.size;
+    n->key = obj.key;
+    n->err = 0;
+    return 0;
+}
+
+/* Brings an encoded node up to date with its source and returns the source
+ * stat with the exact .l3 size. */
+static int l3_refresh(struct node *n, struct stat *st_ret)
+{
+    struct stat st;
+    if (fstat(n->fd, &st) < 0)
+        return -errno;
+    if (st.st_nlink == 0)
+        return -ENOENT; /* the source was deleted */
+    struct l3cache_source src;
+    l3cache_source_from_stat(&st, &src);
+    pthread_mutex_lock(&n->lock);
+    int r = 0;
+    if (!(n->have && same_src(&src, &n->src))) {
+        uint64_t size;
+        struct l3cache_key key;
+        if (n->err && same_src(&src, &n->err_src)) {
+            r = n->err;
+        } else if (l3cache_index_lookup(D.cache, &src, &size, &key) == 0) {
+            COUNT(index_hits, 1);
+            if (n->obj_fd >= 0 && !(n->have && memcmp(&key, &n->key, sizeof key) == 0)) {
+                close(n->obj_fd);
+                n->obj_fd = -1;
+                n->fresh = 0;
+            }
+            n->have = 1;
+            n->src = src;
+            n->size = size;
+            n->key = key;
+        } else {
+            r = l3_encode_locked(n, &src);
+            if (r == 0) {
+                /* the encode read the file again: report what it saw */
+                src = n->src;
+                st.st_size = (off_t)src.size;
+            }
+        }
+    }
+    uint64_t size = n->size;
+    pthread_mutex_unlock(&n->lock);
+    if (r < 0)
+        return r;
+    *st_ret = st;
+    l3_attr(st_ret, size);
+    return 0;
+}
+
+static double timeout_for(int kind)
+{
+    return kind == NK_L3 ? D.opts->timeout : D.opts->dir_timeout;
+}
+
+/* ------------------------------------------------------- control files */
+
+static char *ctl_render(int id)
+{
+    struct l3fs_snapshot s;
+    memset(&s, 0, sizeof s);
+    s.version = L3FS_VERSION_STRING;
+    s.source = D.opts->source;
+    s.cache_dir = D.opts->cache_dir;
+    s.uptime_s = (double)ns_since(&D.start) / 1e9;
+    struct l3fs_fs_counters *c = &s.fs;
+    c->lookups = __atomic_load_n(&D.c.lookups, __ATOMIC_RELAXED);
+    c->l3_opens = __atomic_load_n(&D.c.l3_opens, __ATOMIC_RELAXED);
+    c->l3_open_hits = __atomic_load_n(&D.c.l3_open_hits, __ATOMIC_RELAXED);
+    c->l3_open_misses = __atomic_load_n(&D.c.l3_open_misses, __ATOMIC_RELAXED);
+    c->encodes = __atomic_load_n(&D.c.encodes, __ATOMIC_RELAXED);
+    c->encode_errors = __atomic_load_n(&D.c.encode_errors, __ATOMIC_RELAXED);
+    c->index_hits = __atomic_load_n(&D.c.index_hits, __ATOMIC_RELAXED);
+    c->bytes_served = __atomic_load_n(&D.c.bytes_served, __ATOMIC_RELAXED);
+    c->passthrough_bytes = __atomic_load_n(&D.c.passthrough_bytes, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&D.timings_lock);
+    s.encode_count = D.timings->count;
+    s.encode_max_ns = D.timings->max_ns;
+    s.encode_sum_ns = D.timings->sum_ns;
+    s.encode_p50_ns = l3fs_timings_percentile(D.timings, 50);
+    s.encode_p90_ns = l3fs_timings_percentile(D.timings, 90);
+    s.encode_p99_ns = l3fs_timings_percentile(D.timings, 99);
+    pthread_mutex_unlock(&D.timings_lock);
+    struct l3cache_stats cs;
+    if (l3cache_get_stats(D.cache, &cs) == 0) {
+        s.have_cache = 1;
+        const struct l3cache_counters *src[2] = {&cs.instance, &cs.total};
+        uint64_t *dst[2] = {s.cache_instance, s.cache_total};
+        for (int i = 0; i < 2; i++) {
+            uint64_t v[11] = {src[i]->lookups,       src[i]->hits,          src[i]->misses,
+                              src[i]->encodes,       src[i]->encode_failures, src[i]->bytes_served,
+                              src[i]->bytes_written, src[i]->evictions,     src[i]->evicted_bytes,
+                              src[i]->corrupt_repaired, src[i]->write_failures};
+            memcpy(dst[i], v, sizeof v);
+        }
+        s.objects = cs.objects;
+        s.object_bytes = cs.object_bytes;
+        s.max_bytes = cs.max_bytes;
+        s.writes_disabled = cs.writes_disabled;
+    }
+    return id == 0 ? l3fs_render_json(&s) : l3fs_render_prometheus(&s);
+}
+
+static void ctl_stat(struct node *n, struct stat *st)
+{
+    memset(st, 0, sizeof *st);
+    fstat(D.root.fd, st); /* owner and times of the source root */
+    st->st_ino = 1 + (n == &D.ctl_dir ? 1 : 2 + (ino_t)n->ctl_id);
+    st->st_ino |= L3_INO_BIT >> 1;
+    if (n == &D.ctl_dir) {
+        st->st_mode = S_IFDIR | 0555;
+        st->st_nlink = 2;
+        st->st_size = 0;
+    } else {
+        st->st_mode = S_IFREG | 0444;
+        st->st_nlink = 1;
+        char *s = ctl_render(n->ctl_id);
+        st->st_size = s ? (off_t)strlen(s) : 0;
+        free(s);
+    }
+    st->st_blocks = 0;
+}
+
+/* -------------------------------------------------------------- lookup */
+
+/* Looks NAME up in directory P; fills e and takes a node reference. */
+static int do_lookup(struct node *p, const char *name, struct fuse_entry_param *e)
+{
+    memset(e, 0, sizeof *e);
+    if (p == &D.root && strcmp(name, L3FS_CTL_DIR) == 0) {
+        e->ino = id_of(&D.ctl_dir);
+        ctl_stat(&D.ctl_dir, &e->attr);
+        return 0;
+    }
+    if (p == &D.ctl_dir) {
+        for (int i = 0; i < 2; i++)
+            if (strcmp(name, ctl_names[i]) == 0) {
+                e->ino = id_of(&D.ctl_files[i]);
+                ctl_stat(&D.ctl_files[i], &e->attr);
+                return 0;
+            }
+        return -ENOENT;
+    }
+    if (p->kind != NK_SRC || !S_ISDIR(p->mode))
+        return -ENOTDIR;
+    if (strlen(name) > 255)
+        return -ENAMETOOLONG;
+
+    struct l3fs_probe probe;
+    struct probe_ctx pc;
+    probe_init(&probe, &pc, p->fd, p->relpath);
+    const char *srcname = name;
+    char srcbuf[256];
+    int kind = NK_SRC;
+    if (l3fs_has_l3_ext(name, NULL)) {
+        int r = l3fs_resolve_l3(&probe, name, srcbuf);
+        if (r < 0)
+            return r;
+        if (r == L3FS_L3_ENCODED) {
+            srcname = srcbuf;
+            kind = NK_L3;
+        }
+    } else if (l3fs_has_png_ext(name, NULL) && l3fs_png_shown_as_l3(&probe, name)) {
+        return -ENOENT; /* visible as STEM.l3 only */
+    }
+
+    int fd = openat(p->fd, srcname, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    if (kind == NK_L3 && !S_ISREG(st.st_mode)) { /* replaced meanwhile */
+        close(fd);
+        return -ENOENT;
+    }
+    char *rel = join_rel(p->relpath, srcname);
+    if (!rel) {
+        close(fd);
+        return -ENOMEM;
+    }
+    struct node *n = node_ref(fd, &st, kind, rel);
+    free(rel);
+    if (!n)
+        return -ENOMEM;
+    if (kind == NK_L3) {
+        int r = l3_refresh(n, &st);
+        if (r < 0) {
+            node_unref(n, 1);
+            return r;
+        }
+    }
+    e->ino = id_of(n);
+    e->attr = st;
+    e->attr_timeout = timeout_for(kind);
+    e->entry_timeout = timeout_for(kind);
+    return 0;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct fuse_entry_param e;
+    COUNT(lookups, 1);
+    int r = do_lookup(node_of(parent), name, &e);
+    if (r < 0)
+        fuse_reply_err(req, -r);
+    else
+        fuse_reply_entry(req, &e);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+    node_unref(node_of(ino), nlookup);
+    fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
+{
+    for (size_t i = 0; i < count; i++)
+        node_unref(node_of(f[i].ino), f[i].nlookup);
+    fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)fi;
+    struct node *n = node_of(ino);
+    struct stat st;
+    if (n->kind == NK_CTL_DIR || n->kind == NK_CTL_FILE) {
+        ctl_stat(n, &st);
+        fuse_reply_attr(req, &st, 0);
+        return;
+    }
+    if (n->kind == NK_L3) {
+        int r = l3_refresh(n, &st);
+        if (r < 0)
+            fuse_reply_err(req, -r);
+        else
+            fuse_reply_attr(req, &st, D.opts->timeout);
+        return;
+    }
+    if (fstat(n->fd, &st) < 0) {
+        fuse_reply_err(req, errno);
+        return;
+    }
+    fuse_reply_attr(req, &st, D.opts->dir_timeout);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+    struct node *n = node_of(ino);
+    if (n->kind != NK_SRC || !S_ISLNK(n->mode)) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    char buf[PATH_MAX + 1];
+    ssize_t r = readlinkat(n->fd, "", buf, sizeof buf);
+    if (r < 0) {
+        fuse_reply_err(req, errno);
+        return;
+    }
+    if ((size_t)r >= sizeof buf) {
+        fuse_reply_err(req, ENAMETOOLONG);
+        return;
+    }
+    buf[r] = '\0';
+    fuse_reply_readlink(req, buf);
+}
+
+/* ---------------------------------------------------------------- open */
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct node *n = node_of(ino);
+    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & (O_TRUNC | O_APPEND | O_CREAT))) {
+        fuse_reply_err(req, EROFS);
+        return;
+    }
+    struct fh *h = calloc(1, sizeof *h);
+    if (!h) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    h->kind = n->kind;
+    h->fd = -1;
+    if (n->kind == NK_CTL_FILE) {
+        h->buf = ctl_render(n->ctl_id);
+        if (!h->buf) {
+            free(h);
+            fuse_reply_err(req, ENOMEM);
+            return;
+        }
+        h->len = strlen(h->buf);
+        fi->direct_io = 1; /* content changes at every open */
+        fi->fh = (uint64_t)(uintptr_t)h;
+        fuse_reply_open(req, fi);
+        return;
+    }
+    if (n->kind == NK_CTL_DIR || (n->kind == NK_SRC && !S_ISREG(n->mode))) {
+        free(h);
+        fuse_reply_err(req, n->kind == NK_CTL_DIR || S_ISDIR(n->mode) ? EISDIR : EACCES);
+        return;
+    }
+    if (n->kind == NK_SRC) {
+        h->fd = reopen_rdonly(n->fd);
+        if (h->fd < 0) {
+            int e = -h->fd;
+            free(h);
+            fuse_reply_err(req, e);
+            return;
+        }
+        fi->fh = (uint64_t)(uintptr_t)h;
+        fuse_reply_open(req, fi);
+        return;
+    }
+
+    /* An encoded file: serve the object whose size the kernel knows. */
+    COUNT(l3_opens, 1);
+    int r = 0, miss = 0, keep = 1;
+    pthread_mutex_lock(&n->lock);
+    if (!n->have) {
+        /* not described yet (cannot normally happen: LOOKUP comes first) */
+        pthread_mutex_unlock(&n->lock);
+        struct stat st;
+        r = l3_refresh(n, &st);
+        pthread_mutex_lock(&n->lock);
+        keep = 0;
+        if (r == 0 && !n->have)
+            r = -EIO;
+    }
+    if (r == 0 && n->fresh && n->obj_fd >= 0) {
+        h->fd = dup(n->obj_fd); /* the encode this lookup ran */
+        n->fresh = 0;
+        miss = 1;
+        if (h->fd < 0)
+            r = -errno;
+    } else if (r == 0) {
+        struct stat st;
+        struct l3cache_source src;
+        int fd = -1;
+        if (fstat(n->fd, &st) == 0) {
+            l3cache_source_from_stat(&st, &src);
+            if (same_src(&src, &n->src))
+                fd = reopen_rdonly(n->fd);
+        }
+        struct l3cache_object obj;
+        int got = 0;
+        if (fd >= 0) {
+            struct stat fst;
+            if (fstat(fd, &fst) == 0) {
+                l3cache_source_from_stat(&fst, &src);
+                if (same_src(&src, &n->src)) {
+                    struct timespec t0;
+                    clock_gettime(CLOCK_MONOTONIC, &t0);
+                    int l3st = 0;
+                    int g = l3cache_get(D.cache, fd, &fst, &obj, &l3st);
+                    if (g == 0 && obj.size == n->size &&
+                        memcmp(&obj.key, &n->key, sizeof obj.key) == 0) {
+                        got = 1;
+                        if (!obj.hit) { /* evicted since: encoded again */
+                            miss = 1;
+                            COUNT(encodes, 1);
+                            pthread_mutex_lock(&D.timings_lock);
+                            l3fs_timings_add(D.timings, ns_since(&t0));
+                            pthread_mutex_unlock(&D.timings_lock);
+                        }
+                    } else if (g == 0) {
+                        close(obj.fd);
+                    }
+                }
+            }
+            close(fd);
+        }
+        if (got) {
+            h->fd = obj.fd;
+            if (n->obj_fd < 0)
+                n->obj_fd = dup(obj.fd);
+        } else if (n->obj_fd >= 0) {
+            /* the source changed after the kernel was told its size: keep
+             * serving that snapshot until the next LOOKUP/GETATTR */
+            h->fd = dup(n->obj_fd);
+            if (h->fd < 0)
+                r = -errno;
+        } else {
+            r = -EIO; /* neither the described object nor a snapshot */
+        }
+    }
+    uint64_t size = n->size;
+    pthread_mutex_unlock(&n->lock);
+    if (r < 0) {
+        free(h);
+        fuse_reply_err(req, -r);
+        return;
+    }
+    if (miss)
+        COUNT(l3_open_misses, 1);
+    else
+        COUNT(l3_open_hits, 1);
+    h->size = size;
+    fi->keep_cache = keep;
+    fi->fh = (uint64_t)(uintptr_t)h;
+    if (fuse_reply_open(req, fi) == -ENOENT) { /* interrupted */
+        close(h->fd);
+        free(h);
+    }
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    (void)ino;
+    struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+    if (h->kind == NK_CTL_FILE) {
+        size_t o = (size_t)off < h->len ? (size_t)off : h->len;
+        size_t k = h->len - o < size ? h->len - o : size;
+        fuse_reply_buf(req, h->buf + o, k);
+        return;
+    }
+    if (h->kind == NK_L3) {
+        if ((uint64_t)off < h->size) {
+            uint64_t k = h->size - (uint64_t)off;
+            COUNT(bytes_served, k < size ? k : size);
+        }
+    } else {
+        COUNT(passthrough_bytes, size); /* upper bound; the file may be shorter */
+    }
+    struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+    buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+    buf.buf[0].fd = h->fd;
+    buf.buf[0].pos = off;
+    fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+    if (h) {
+        if (h->fd >= 0)
+            close(h->fd);
+        free(h->buf);
+        free(h);
+    }
+    fuse_reply_err(req, 0);
+}
+
+/* ------------------------------------------------------------- readdir */
+
+static void dirh_free(struct dirh *d)
+{
+    if (!d)
+        return;
+    for (size_t i = 0; i < d->n; i++)
+        free(d->names[i]);
+    free(d->names);
+    free(d->types);
+    free(d->inos);
+    free(d->sorted);
+    if (d->fd >= 0)
+        close(d->fd);
+    free(d);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct node *n = node_of(ino);
+    struct dirh *d = calloc(1, sizeof *d);
+    if (!d) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    d->fd = -1;
+    d->dir = n;
+    if (n->kind == NK_CTL_DIR) {
+        fi->fh = (uint64_t)(uintptr_t)d;
+        fuse_reply_open(req, fi);
+        return;
+    }
+    if (n->kind != NK_SRC || !S_ISDIR(n->mode)) {
+        free(d);
+        fuse_reply_err(req, ENOTDIR);
+        return;
+    }
+    int err = 0;
+    int fd = openat(n->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        err = errno;
+        goto fail;
+    }
+    DIR *dp = fdopendir(fd);
+    if (!dp) {
+        err = errno;
+        close(fd);
+        goto fail;
+    }
+    size_t cap = 0;
+    struct dirent *de;
+    errno = 0;
+    while ((de = readdir(dp))) {
+        if (n == &D.root && strcmp(de->d_name, L3FS_CTL_DIR) == 0)
+            continue; /* shadowed by the control directory */
+        if (d->n == cap) {
+            cap = cap ? cap * 2 : 64;
+            char **nn = realloc(d->names, cap * sizeof *nn);
+            if (nn)
+                d->names = nn;
+            unsigned char *nt = realloc(d->types, cap);
+            if (nt)
+                d->types = nt;
+            ino_t *ni = realloc(d->inos, cap * sizeof *ni);
+            if (ni)
+                d->inos = ni;
+            if (!nn || !nt || !ni) {
+                err = ENOMEM;
+                break;
+            }
+        }
+        d->names[d->n] = strdup(de->d_name);
+        if (!d->names[d->n]) {
+            err = ENOMEM;
+            break;
+        }
+        d->types[d->n] = de->d_type;
+        d->inos[d->n] = de->d_ino;
+        d->n++;
+        errno = 0;
+    }
+    if (!err && errno)
+        err = errno;
+    closedir(dp);
+    if (err)
+        goto fail;
+    d->sorted = malloc((d->n ? d->n : 1) * sizeof(char *));
+    if (!d->sorted) {
+        err = ENOMEM;
+        goto fail;
+    }
+    memcpy(d->sorted, d->names, d->n * sizeof(char *));
+    qsort(d->sorted, d->n, sizeof(char *), cmp_str);
+    d->fd = openat(n->fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (d->fd < 0) {
+        err = errno;
+        goto fail;
+    }
+    fi->fh = (uint64_t)(uintptr_t)d;
+    fi->cache_readdir = 0;
+    fuse_reply_open(req, fi);
+    return;
+fail:
+    dirh_free(d);
+    fuse_reply_err(req, err);
+}
+
+static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi,
+                       int plus)
+{
+    struct dirh *d = (struct dirh *)(uintptr_t)fi->fh;
+    char *buf = malloc(size ? size : 1);
+    if (!buf) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    size_t used = 0;
+    if (d->dir->kind == NK_CTL_DIR) {
+        for (off_t i = off; i < 2; i++) {
+            struct stat st;
+            ctl_stat(&D.ctl_files[i], &st);
+            size_t sz;
+            if (plus) {
+                struct fuse_entry_param e = {.ino = 0, .attr = st};
+                sz = fuse_add_direntry_plus(req, buf + used, size - used, ctl_names[i], &e,
+                                            i + 1);
+            } else {
+                sz = fuse_add_direntry(req, buf + used, size - used, ctl_names[i], &st, i + 1);
+            }
+            if (sz > size - used)
+                break;
+            used += sz;
+        }
+        fuse_reply_buf(req, buf, used);
+        free(buf);
+        return;
+    }
+    struct l3fs_probe probe;
+    struct probe_ctx pc;
+    probe_init(&probe, &pc, d->fd, d->dir->relpath);
+    pc.sorted = d->sorted;
+    pc.n = d->n;
+    for (size_t i = (size_t)off; i < d->n; i++) {
+        const char *name = d->names[i];
+        char shown[256];
+        int kind = NK_SRC;
+        if (d->types[i] != DT_DIR && l3fs_has_png_ext(name, NULL) &&
+            l3fs_png_shown_as_l3(&probe, name) && l3fs_l3_name(name, shown) == 0)
+            kind = NK_L3;
+        const char *vis = kind == NK_L3 ? shown : name;
+        struct stat st;
+        memset(&st, 0, sizeof st);
+        st.st_ino = kind == NK_L3 ? d->inos[i] ^ L3_INO_BIT : d->inos[i];
+        st.st_mode = kind == NK_L3 ? S_IFREG : (mode_t)DTTOIF(d->types[i]);
+        size_t sz;
+        if (!plus) {
+            sz = fuse_add_direntry(req, buf + used, size - used, vis, &st, (off_t)(i + 1));
+            if (sz > size - used)
+                break;
+            used += sz;
+            continue;
+        }
+        struct fuse_entry_param e;
+        memset(&e, 0, sizeof e);
+        e.attr = st;
+        struct node *n = NULL;
+        if (strcmp(name, ".") && strcmp(name, "..")) {
+            int fd = openat(d->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+            struct stat fst;
+            if (fd >= 0 && fstat(fd, &fst) == 0 &&
+                (kind != NK_L3 || S_ISREG(fst.st_mode))) {
+                int known = 1;
+                uint64_t l3size = 0;
+                struct l3cache_source src;
+                struct l3cache_key key;
+                if (kind == NK_L3) {
+                    /* only sizes the index already knows: readdir never encodes */
+                    l3cache_source_from_stat(&fst, &src);
+                    known = l3cache_index_lookup(D.cache, &src, &l3size, &key) == 0;
+                }
+                if (known) {
+                    char *rel = join_rel(d->dir->relpath, name);
+                    n = rel ? node_ref(fd, &fst, kind, rel) : NULL;
+                    fd = -1;
+                    free(rel);
+                }
+                if (n && kind == NK_L3) {
+                    pthread_mutex_lock(&n->lock);
+                    if (!(n->have && same_src(&src, &n->src))) {
+                        if (n->obj_fd >= 0 && !(n->have && !memcmp(&key, &n->key, sizeof key))) {
+                            close(n->obj_fd);
+                            n->obj_fd = -1;
+                            n->fresh = 0;
+                        }
+                        n->have = 1;
+                        n->src = src;
+                        n->size = l3size;
+                        n->key = key;
+                    }
+                    l3size = n->size;
+                    pthread_mutex_unlock(&n->lock);
+                    l3_attr(&fst, l3size);
+                }
+                if (n) {
+                    e.ino = id_of(n);
+                    e.attr = fst;
+                    e.attr_timeout = e.entry_timeout = timeout_for(kind);
+                }
+            }
+            if (fd >= 0)
+                close(fd);
+        }
+        sz = fuse_add_direntry_plus(req, buf + used, size - used, vis, &e, (off_t)(i + 1));
+        if (sz > size - used) {
+            if (n)
+                node_unref(n, 1);
+            break;
+        }
+        used += sz;
+    }
+    fuse_reply_buf(req, buf, used);
+    free(buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
+{
+    (void)ino;
+    do_readdir(req, size, off, fi, 0);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                           struct fuse_file_info *fi)
+{
+    (void)ino;
+    do_readdir(req, size, off, fi, 1);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    dirh_free((struct dirh *)(uintptr_t)fi->fh);
+    fuse_reply_err(req, 0);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+    (void)ino;
+    struct statvfs sv;
+    if (fstatvfs(D.root.fd, &sv) < 0)
+        fuse_reply_err(req, errno);
+    else
+        fuse_reply_statfs(req, &sv);
+}
+
+/* ------------------------------------------------------ read-only: EROFS */
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *a, int to_set,
+                       struct fuse_file_info *fi)
+{
+    (void)ino, (void)a, (void)to_set, (void)fi;
+    fuse_reply_err(req, EROFS);
+}
+static void op_mknod(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m, dev_t r)
+{
+    (void)p, (void)n, (void)m, (void)r;
+    fuse_reply_err(req, EROFS);
+}
+static void op_mkdir(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m)
+{
+    (void)p, (void)n, (void)m;
+    fuse_reply_err(req, EROFS);
+}
+static void op_unlink(fuse_req_t req, fuse_ino_t p, const char *n)
+{
+    (void)p, (void)n;
+    fuse_reply_err(req, EROFS);
+}
+static void op_symlink(fuse_req_t req, const char *l, fuse_ino_t p, const char *n)
+{
+    (void)l, (void)p, (void)n;
+    fuse_reply_err(req, EROFS);
+}
+static void op_rename(fuse_req_t req, fuse_ino_t p, const char *n, fuse_ino_t np,
+                      const char *nn, unsigned int f)
+{
+    (void)p, (void)n, (void)np, (void)nn, (void)f;
+    fuse_reply_err(req, EROFS);
+}
+static void op_link(fuse_req_t req, fuse_ino_t i, fuse_ino_t np, const char *nn)
+{
+    (void)i, (void)np, (void)nn;
+    fuse_reply_err(req, EROFS);
+}
+static void op_write(fuse_req_t req, fuse_ino_t i, const char *b, size_t s, off_t o,
+                     struct fuse_file_info *fi)
+{
+    (void)i, (void)b, (void)s, (void)o, (void)fi;
+    fuse_reply_err(req, EROFS);
+}
+static void op_setxattr(fuse_req_t req, fuse_ino_t i, const char *n, const char *v, size_t s,
+                        int f)
+{
+    (void)i, (void)n, (void)v, (void)s, (void)f;
+    fuse_reply_err(req, EROFS);
+}
+static void op_removexattr(fuse_req_t req, fuse_ino_t i, const char *n)
+{
+    (void)i, (void)n;
+    fuse_reply_err(req, EROFS);
+}
+static void op_create(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m,
+                      struct fuse_file_info *fi)
+{
+    (void)p, (void)n, (void)m, (void)fi;
+    fuse_reply_err(req, EROFS);
+}
+static void op_fallocate(fuse_req_t req, fuse_ino_t i, int m, off_t o, off_t l,
+                         struct fuse_file_info *fi)
+{
+    (void)i, (void)m, (void)o, (void)l, (void)fi;
+    fuse_reply_err(req, EROFS);
+}
+
+/* ---------------------------------------------------------------- init */
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+    (void)userdata;
+    if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+        conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
+    if (conn->capable & FUSE_CAP_READDIRPLUS) {
+        conn->want |= FUSE_CAP_READDIRPLUS;
+        conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO; /* sizes from the index in one pass */
+    }
+    if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
+        conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+    conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+}
+
+static const struct fuse_lowlevel_ops ops = {
+    .init = op_init,
+    .lookup = op_lookup,
+    .forget = op_forget,
+    .forget_multi = op_forget_multi,
+    .getattr = op_getattr,
+    .readlink = op_readlink,
+    .open = op_open,
+    .read = op_read,
+    .release = op_release,
+    .opendir = op_opendir,
+    .readdir = op_readdir,
+    .readdirplus = op_readdirplus,
+    .releasedir = op_releasedir,
+    .statfs = op_statfs,
+    .setattr = op_setattr,
+    .mknod = op_mknod,
+    .mkdir = op_mkdir,
+    .unlink = op_unlink,
+    .rmdir = op_unlink,
+    .symlink = op_symlink,
+    .rename = op_rename,
+    .link = op_link,
+    .write = op_write,
+    .setxattr = op_setxattr,
+    .removexattr = op_removexattr,
+    .create = op_create,
+    .fallocate = op_fallocate,
+};
+
+/* ----------------------------------------------------------------- run */
+
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+static void free_table(void)
+{
+    for (size_t i = 0; i < D.nbuckets; i++) {
+        struct node *n = D.buckets[i];
+        while (n) {
+            struct node *next = n->next;
+            node_free(n);
+            n = next;
+        }
+    }
+    free(D.buckets);
+    D.buckets = NULL;
+    D.nbuckets = D.count = 0;
+}
+
+static void append_opt(char *buf, size_t cap, const char *o)
+{
+    size_t n = strlen(buf);
+    snprintf(buf + n, cap - n, "%s%s", n ? "," : "", o);
+}
+
+int l3fs_run(struct l3fs_options *opts, int ready_fd)
+{
+    int status = 1;
+    D.opts = opts;
+    clock_gettime(CLOCK_MONOTONIC, &D.start);
+    raise_fd_limit();
+    D.timings = calloc(1, sizeof *D.timings);
+    if (!D.timings) {
+        LOG_E("out of memory");
+        return 1;
+    }
+
+    /* source root */
+    int rfd = open(opts->source, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct stat rst;
+    if (rfd < 0 || fstat(rfd, &rst) < 0) {
+        LOG_E("cannot open source %s: %s", opts->source, strerror(errno));
+        if (rfd >= 0)
+            close(rfd);
+        free(D.timings);
+        return 1;
+    }
+    D.root.fd = rfd;
+    D.root.kind = NK_SRC;
+    D.root.dev = rst.st_dev;
+    D.root.ino = rst.st_ino;
+    D.root.mode = S_IFDIR;
+    D.root.relpath = (char *)"";
+    D.root.obj_fd = -1;
+    D.root.nlookup = 1;
+    D.ctl_dir.kind = NK_CTL_DIR;
+    D.ctl_dir.fd = -1;
+    D.ctl_dir.obj_fd = -1;
+    D.ctl_dir.relpath = (char *)L3FS_CTL_DIR;
+    for (int i = 0; i < 2; i++) {
+        D.ctl_files[i].kind = NK_CTL_FILE;
+        D.ctl_files[i].ctl_id = i;
+        D.ctl_files[i].fd = -1;
+        D.ctl_files[i].obj_fd = -1;
+        D.ctl_files[i].relpath = (char *)ctl_names[i];
+    }
+
+    /* cache */
+    struct l3cache_options co;
+    memset(&co, 0, sizeof co);
+    co.dir = opts->cache_dir;
+    co.fsync_policy = opts->fsync_policy;
+    co.encode.threads = opts->encode_threads;
+    if (opts->cache_size) {
+        int r = l3cache_parse_size(opts->cache_size, opts->cache_dir, &co.max_bytes);
+        if (r < 0) {
+            LOG_E("bad --cache-size %s: %s", opts->cache_size, strerror(-r));
+            goto out_root;
+        }
+    }
+    int r = l3cache_open(&co, &D.cache);
+    if (r < 0) {
+        LOG_E("cannot open cache directory %s: %s", opts->cache_dir, strerror(-r));
+        goto out_root;
+    }
+    sem_init(&D.encode_slots, 0, opts->jobs ? opts->jobs : 1);
+
+    /* FUSE session */
+    char fopts[4096] = "";
+    char fsname[PATH_MAX + 64];
+    /* fsname: the source path with commas escaped away */
+    snprintf(fsname, sizeof fsname, "fsname=");
+    for (const char *s = opts->source, *e = fsname + sizeof fsname - 2; *s; s++) {
+        char *p = fsname + strlen(fsname);
+        if (p >= e)
+            break;
+        if (*s == ',' || *s == '\\') {
+            if (p + 1 >= e)
+                break;
+            *p++ = '\\';
+        }
+        *p++ = *s;
+        *p = '\0';
+    }
+    if (!opts->fuse_opts || !strstr(opts->fuse_opts, "fsname="))
+        append_opt(fopts, sizeof fopts, fsname);
+    if (!opts->fuse_opts || !strstr(opts->fuse_opts, "subtype="))
+        append_opt(fopts, sizeof fopts, "subtype=l3fs");
+    if (opts->fuse_opts && *opts->fuse_opts)
+        append_opt(fopts, sizeof fopts, opts->fuse_opts);
+    char *fargv[5];
+    int fargc = 0;
+    fargv[fargc++] = (char *)"l3fs";
+    fargv[fargc++] = (char *)"-o";
+    fargv[fargc++] = fopts;
+    if (opts->debug)
+        fargv[fargc++] = (char *)"-d";
+    fargv[fargc] = NULL;
+    struct fuse_args args = FUSE_ARGS_INIT(fargc, fargv);
+    D.se = fuse_session_new(&args, &ops, sizeof ops, NULL);
+    if (!D.se) {
+        LOG_E("cannot start a FUSE session (bad -o option?)");
+        goto out_cache;
+    }
+    if (fuse_set_signal_handlers(D.se) != 0) {
+        LOG_E("cannot install signal handlers");
+        goto out_session;
+    }
+    if (fuse_session_mount(D.se, opts->mountpoint) != 0) {
+        LOG_E("cannot mount on %s", opts->mountpoint);
+        goto out_signals;
+    }
+    LOG_I("mounted %s on %s (cache %s, %u encode jobs)", opts->source, opts->mountpoint,
+          opts->cache_dir, opts->jobs);
+    if (ready_fd >= 0) {
+        char ok = 0;
+        if (write(ready_fd, &ok, 1) != 1)
+            LOG_W("cannot notify the starting process");
+        close(ready_fd);
+        ready_fd = -1;
+        /* running in the background from here: detach from the terminal */
+        l3fs_log_setup(opts->log_level, 1);
+        int nfd = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (nfd >= 0) {
+            dup2(nfd, 0);
+            dup2(nfd, 1);
+            dup2(nfd, 2);
+            if (nfd > 2)
+                close(nfd);
+        }
+    }
+    if (opts->singlethread) {
+        r = fuse_session_loop(D.se);
+    } else {
+        struct fuse_loop_config *lc = fuse_loop_cfg_create();
+        if (!lc) {
+            LOG_E("out of memory");
+            r = -ENOMEM;
+        } else {
+            fuse_loop_cfg_set_max_threads(lc, opts->max_threads);
+            fuse_loop_cfg_set_idle_threads(lc, opts->max_threads < 16 ? opts->max_threads : 16);
+            r = fuse_session_loop_mt(D.se, lc);
+            fuse_loop_cfg_destroy(lc);
+        }
+    }
+    status = r < 0 ? 1 : 0;
+    if (r > 0)
+        LOG_I("signal %d: unmounting", r);
+    fuse_session_unmount(D.se);
+    LOG_I("unmounted %s", opts->mountpoint);
+out_signals:
+    fuse_remove_signal_handlers(D.se);
+out_session:
+    fuse_session_destroy(D.se);
+    D.se = NULL;
+    fuse_opt_free_args(&args);
+out_cache:
+    free_table();
+    l3cache_close(D.cache);
+    D.cache = NULL;
+    sem_destroy(&D.encode_slots);
+out_root:
+    close(D.root.fd);
+    free(D.timings);
+    D.timings = NULL;
+    if (ready_fd >= 0)
+        close(ready_fd);
+    return status;
+}

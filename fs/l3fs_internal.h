@@ -1,0 +1,24 @@
+/* l3fs_internal.h — pieces shared by the daemon's source files. */
+#ifndef L3FS_INTERNAL_H
+#define L3FS_INTERNAL_H
+
+#include <stdarg.h>
+
+#include "l3fs.h"
+
+/* Logging (fs/log.c): to stderr, or to syslog after --syslog or when running
+ * in the background. Only the daemon logs; the libraries never do. */
+void l3fs_log_setup(int level, int use_syslog);
+void l3fs_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define LOG_E(...) l3fs_log(L3FS_LOG_ERROR, __VA_ARGS__)
+#define LOG_W(...) l3fs_log(L3FS_LOG_WARN, __VA_ARGS__)
+#define LOG_I(...) l3fs_log(L3FS_LOG_INFO, __VA_ARGS__)
+#define LOG_D(...) l3fs_log(L3FS_LOG_DEBUG, __VA_ARGS__)
+int l3fs_parse_log_level(const char *s);
+
+/* Runs the filesystem until unmount or a termination signal (fs/fsops.c).
+ * ready_fd >= 0: write one byte 0 there once mounted (background start).
+ * Returns the process exit status. */
+int l3fs_run(struct l3fs_options *opts, int ready_fd);
+
+#endif

@@ -1,0 +1,411 @@
+/* stats.c — encode timings, stats.json and Prometheus rendering, and the
+ * small JSON reader `l3fs stats` uses. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "l3fs.h"
+
+const char *const l3fs_cache_counter_names[11] = {
+    "lookups", "hits", "misses", "encodes", "encode_failures", "bytes_served",
+    "bytes_written", "evictions", "evicted_bytes", "corrupt_repaired", "write_failures",
+};
+
+void l3fs_timings_add(struct l3fs_timings *t, uint64_t ns)
+{
+    t->samples[t->count % L3FS_TIME_SAMPLES] = ns;
+    t->count++;
+    t->sum_ns += ns;
+    if (ns > t->max_ns)
+        t->max_ns = ns;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+uint64_t l3fs_timings_percentile(const struct l3fs_timings *t, double p)
+{
+    size_t n = t->count < L3FS_TIME_SAMPLES ? (size_t)t->count : L3FS_TIME_SAMPLES;
+    if (n == 0)
+        return 0;
+    uint64_t *v = malloc(n * sizeof *v);
+    if (!v)
+        return 0;
+    memcpy(v, t->samples, n * sizeof *v);
+    qsort(v, n, sizeof *v, cmp_u64);
+    if (p < 0)
+        p = 0;
+    if (p > 100)
+        p = 100;
+    /* nearest rank: the smallest value with at least p% of samples <= it */
+    size_t rank = (size_t)((p / 100.0) * (double)n + 0.999999999);
+    if (rank < 1)
+        rank = 1;
+    if (rank > n)
+        rank = n;
+    uint64_t r = v[rank - 1];
+    free(v);
+    return r;
+}
+
+double l3fs_hit_rate(uint64_t hits, uint64_t misses)
+{
+    if (hits + misses == 0)
+        return -1;
+    return (double)hits / (double)(hits + misses);
+}
+
+/* ---- a growing string ---- */
+struct sbuf {
+    char *p;
+    size_t len, cap;
+    int oom;
+};
+
+static void sb_printf(struct sbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+    if (b->oom)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->oom = 1;
+            return;
+        }
+        if (b->p && b->len + (size_t)n < b->cap) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t ncap = b->cap ? b->cap * 2 : 1024;
+        while (ncap < b->len + (size_t)n + 1)
+            ncap *= 2;
+        char *np = realloc(b->p, ncap);
+        if (!np) {
+            b->oom = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = ncap;
+    }
+}
+
+static char *sb_finish(struct sbuf *b)
+{
+    if (b->oom) {
+        free(b->p);
+        return NULL;
+    }
+    return b->p;
+}
+
+/* JSON string escaping for paths. */
+static void sb_json_str(struct sbuf *b, const char *s)
+{
+    sb_printf(b, "\"");
+    for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
+        if (*c == '"' || *c == '\\')
+            sb_printf(b, "\\%c", *c);
+        else if (*c < 0x20)
+            sb_printf(b, "\\u%04x", *c);
+        else
+            sb_printf(b, "%c", *c);
+    }
+    sb_printf(b, "\"");
+}
+
+static void sb_rate(struct sbuf *b, double r)
+{
+    if (r < 0)
+        sb_printf(b, "null");
+    else
+        sb_printf(b, "%.6f", r);
+}
+
+static void json_counters(struct sbuf *b, const uint64_t *c)
+{
+    sb_printf(b, "{");
+    for (int i = 0; i < 11; i++)
+        sb_printf(b, "%s\"%s\": %" PRIu64, i ? ", " : "", l3fs_cache_counter_names[i], c[i]);
+    sb_printf(b, ", \"hit_rate\": ");
+    sb_rate(b, l3fs_hit_rate(c[1], c[2]));
+    sb_printf(b, "}");
+}
+
+char *l3fs_render_json(const struct l3fs_snapshot *s)
+{
+    struct sbuf b = {0};
+    sb_printf(&b, "{\n  \"version\": ");
+    sb_json_str(&b, s->version);
+    sb_printf(&b, ",\n  \"source\": ");
+    sb_json_str(&b, s->source);
+    sb_printf(&b, ",\n  \"cache_dir\": ");
+    sb_json_str(&b, s->cache_dir);
+    sb_printf(&b, ",\n  \"uptime_s\": %.3f,\n", s->uptime_s);
+    const struct l3fs_fs_counters *f = &s->fs;
+    sb_printf(&b,
+              "  \"fs\": {\"lookups\": %" PRIu64 ", \"l3_opens\": %" PRIu64
+              ", \"l3_open_hits\": %" PRIu64 ", \"l3_open_misses\": %" PRIu64
+              ", \"encodes\": %" PRIu64 ", \"encode_errors\": %" PRIu64
+              ", \"index_hits\": %" PRIu64 ", \"bytes_served\": %" PRIu64
+              ", \"passthrough_bytes\": %" PRIu64 ", \"hit_rate\": ",
+              f->lookups, f->l3_opens, f->l3_open_hits, f->l3_open_misses, f->encodes,
+              f->encode_errors, f->index_hits, f->bytes_served, f->passthrough_bytes);
+    sb_rate(&b, l3fs_hit_rate(f->l3_open_hits, f->l3_open_misses));
+    sb_printf(&b, "},\n");
+    sb_printf(&b,
+              "  \"encode_time_ms\": {\"count\": %" PRIu64 ", \"p50\": %.3f, \"p90\": %.3f"
+              ", \"p99\": %.3f, \"max\": %.3f, \"mean\": %.3f},\n",
+              s->encode_count, s->encode_p50_ns / 1e6, s->encode_p90_ns / 1e6,
+              s->encode_p99_ns / 1e6, s->encode_max_ns / 1e6,
+              s->encode_count ? (double)s->encode_sum_ns / 1e6 / (double)s->encode_count : 0.0);
+    if (s->have_cache) {
+        sb_printf(&b, "  \"cache\": {\n    \"instance\": ");
+        json_counters(&b, s->cache_instance);
+        sb_printf(&b, ",\n    \"total\": ");
+        json_counters(&b, s->cache_total);
+        sb_printf(&b,
+                  ",\n    \"objects\": %" PRIu64 ", \"object_bytes\": %" PRIu64
+                  ", \"max_bytes\": %" PRIu64 ", \"writes_disabled\": %s\n  }\n",
+                  s->objects, s->object_bytes, s->max_bytes,
+                  s->writes_disabled ? "true" : "false");
+    } else {
+        sb_printf(&b, "  \"cache\": null\n");
+    }
+    sb_printf(&b, "}\n");
+    return sb_finish(&b);
+}
+
+char *l3fs_render_prometheus(const struct l3fs_snapshot *s)
+{
+    struct sbuf b = {0};
+    const struct l3fs_fs_counters *f = &s->fs;
+    struct {
+        const char *name, *help;
+        uint64_t v;
+    } fsm[] = {
+        {"l3fs_lookups_total", "LOOKUP requests handled.", f->lookups},
+        {"l3fs_l3_opens_total", "Opens of .l3 files.", f->l3_opens},
+        {"l3fs_l3_open_hits_total", "Opens of .l3 files served from an already cached object.",
+         f->l3_open_hits},
+        {"l3fs_l3_open_misses_total", "Opens of .l3 files that needed an encode first.",
+         f->l3_open_misses},
+        {"l3fs_encodes_total", "PNG to L3 encodes run by this daemon.", f->encodes},
+        {"l3fs_encode_errors_total", "Sources that failed to encode.", f->encode_errors},
+        {"l3fs_index_hits_total", ".l3 sizes answered by the persistent index.", f->index_hits},
+        {"l3fs_served_bytes_total", "Bytes of .l3 files handed to readers.", f->bytes_served},
+        {"l3fs_passthrough_bytes_total", "Bytes of other files handed to readers.",
+         f->passthrough_bytes},
+    };
+    for (size_t i = 0; i < sizeof fsm / sizeof fsm[0]; i++)
+        sb_printf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", fsm[i].name,
+                  fsm[i].help, fsm[i].name, fsm[i].name, fsm[i].v);
+    sb_printf(&b, "# HELP l3fs_uptime_seconds Seconds since the mount.\n"
+                  "# TYPE l3fs_uptime_seconds gauge\nl3fs_uptime_seconds %.3f\n",
+              s->uptime_s);
+    sb_printf(&b,
+              "# HELP l3fs_encode_seconds Time to encode one PNG (recent encodes).\n"
+              "# TYPE l3fs_encode_seconds summary\n"
+              "l3fs_encode_seconds{quantile=\"0.5\"} %.6f\n"
+              "l3fs_encode_seconds{quantile=\"0.9\"} %.6f\n"
+              "l3fs_encode_seconds{quantile=\"0.99\"} %.6f\n"
+              "l3fs_encode_seconds{quantile=\"1\"} %.6f\n"
+              "l3fs_encode_seconds_sum %.6f\nl3fs_encode_seconds_count %" PRIu64 "\n",
+              s->encode_p50_ns / 1e9, s->encode_p90_ns / 1e9, s->encode_p99_ns / 1e9,
+              s->encode_max_ns / 1e9, s->encode_sum_ns / 1e9, s->encode_count);
+    if (s->have_cache) {
+        for (int i = 0; i < 11; i++) {
+            sb_printf(&b, "# HELP l3fs_cache_%s_total Cache %s (instance: this mount; "
+                          "total: the cache directory).\n# TYPE l3fs_cache_%s_total counter\n",
+                      l3fs_cache_counter_names[i], l3fs_cache_counter_names[i],
+                      l3fs_cache_counter_names[i]);
+            sb_printf(&b, "l3fs_cache_%s_total{scope=\"instance\"} %" PRIu64 "\n",
+                      l3fs_cache_counter_names[i], s->cache_instance[i]);
+            sb_printf(&b, "l3fs_cache_%s_total{scope=\"total\"} %" PRIu64 "\n",
+                      l3fs_cache_counter_names[i], s->cache_total[i]);
+        }
+        sb_printf(&b,
+                  "# HELP l3fs_cache_objects Objects in the cache directory.\n"
+                  "# TYPE l3fs_cache_objects gauge\nl3fs_cache_objects %" PRIu64 "\n"
+                  "# HELP l3fs_cache_object_bytes Bytes of objects in the cache directory.\n"
+                  "# TYPE l3fs_cache_object_bytes gauge\nl3fs_cache_object_bytes %" PRIu64 "\n"
+                  "# HELP l3fs_cache_max_bytes Size cap of the cache (0 = unlimited).\n"
+                  "# TYPE l3fs_cache_max_bytes gauge\nl3fs_cache_max_bytes %" PRIu64 "\n"
+                  "# HELP l3fs_cache_writes_disabled 1 after a write failure degraded the cache.\n"
+                  "# TYPE l3fs_cache_writes_disabled gauge\nl3fs_cache_writes_disabled %d\n",
+                  s->objects, s->object_bytes, s->max_bytes, s->writes_disabled ? 1 : 0);
+    }
+    return sb_finish(&b);
+}
+
+/* ---- a small JSON reader (enough for the objects rendered above) ---- */
+
+static const char *skip_ws(const char *p)
+{
+    while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
+        p++;
+    return p;
+}
+
+static const char *skip_value(const char *p);
+
+static const char *skip_string(const char *p)
+{
+    if (*p != '"')
+        return NULL;
+    for (p++; *p && *p != '"'; p++)
+        if (*p == '\\' && p[1])
+            p++;
+    return *p == '"' ? p + 1 : NULL;
+}
+
+static const char *skip_container(const char *p, char open, char close)
+{
+    if (*p != open)
+        return NULL;
+    p = skip_ws(p + 1);
+    if (*p == close)
+        return p + 1;
+    for (;;) {
+        if (open == '{') {
+            p = skip_string(skip_ws(p));
+            if (!p)
+                return NULL;
+            p = skip_ws(p);
+            if (*p != ':')
+                return NULL;
+            p = skip_ws(p + 1);
+        }
+        p = skip_value(p);
+        if (!p)
+            return NULL;
+        p = skip_ws(p);
+        if (*p == ',') {
+            p = skip_ws(p + 1);
+            continue;
+        }
+        return *p == close ? p + 1 : NULL;
+    }
+}
+
+static const char *skip_value(const char *p)
+{
+    p = skip_ws(p);
+    if (*p == '"')
+        return skip_string(p);
+    if (*p == '{')
+        return skip_container(p, '{', '}');
+    if (*p == '[')
+        return skip_container(p, '[', ']');
+    const char *s = p;
+    while (*p && !strchr(",}] \n\t\r", *p))
+        p++;
+    return p > s ? p : NULL;
+}
+
+/* Finds the value at a dotted path; returns a pointer to its first char. */
+static const char *json_find(const char *json, const char *path)
+{
+    const char *p = skip_ws(json);
+    while (*path) {
+        const char *dot = strchr(path, '.');
+        size_t klen = dot ? (size_t)(dot - path) : strlen(path);
+        if (*p != '{')
+            return NULL;
+        p = skip_ws(p + 1);
+        const char *found = NULL;
+        while (*p && *p != '}') {
+            const char *k = p;
+            const char *ke = skip_string(k);
+            if (!ke)
+                return NULL;
+            p = skip_ws(ke);
+            if (*p != ':')
+                return NULL;
+            p = skip_ws(p + 1);
+            if ((size_t)(ke - k - 2) == klen && memcmp(k + 1, path, klen) == 0) {
+                found = p;
+                break;
+            }
+            p = skip_value(p);
+            if (!p)
+                return NULL;
+            p = skip_ws(p);
+            if (*p == ',')
+                p = skip_ws(p + 1);
+        }
+        if (!found)
+            return NULL;
+        p = found;
+        path += klen + (dot ? 1 : 0);
+        if (!dot)
+            break;
+    }
+    return p;
+}
+
+int l3fs_json_number(const char *json, const char *path, double *value_ret)
+{
+    const char *p = json_find(json, path);
+    if (!p)
+        return -ENOENT;
+    if (strncmp(p, "true", 4) == 0) {
+        *value_ret = 1;
+        return 0;
+    }
+    if (strncmp(p, "false", 5) == 0) {
+        *value_ret = 0;
+        return 0;
+    }
+    char *end;
+    double v = strtod(p, &end);
+    if (end == p)
+        return -ENOENT;
+    *value_ret = v;
+    return 0;
+}
+
+int l3fs_json_string(const char *json, const char *path, char *out, size_t cap)
+{
+    const char *p = json_find(json, path);
+    if (!p || *p != '"' || cap == 0)
+        return -ENOENT;
+    size_t n = 0;
+    for (p++; *p && *p != '"'; p++) {
+        char c = *p;
+        if (c == '\\' && p[1]) {
+            p++;
+            c = *p == 'n' ? '\n' : *p;
+        }
+        if (n + 1 < cap)
+            out[n++] = c;
+    }
+    out[n] = '\0';
+    return 0;
+}
+
+const char *l3fs_human_bytes(uint64_t bytes, char *buf, size_t cap)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 5) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, cap, "%" PRIu64 " B", bytes);
+    else
+        snprintf(buf, cap, "%.1f %s", v, units[u]);
+    return buf;
+}
