@@ -1019,6 +1019,8 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
                     /* only sizes the index already knows: readdir never encodes */
                     l3cache_source_from_stat(&fst, &src);
                     known = l3cache_index_lookup(D.cache, &src, &l3size, &key) == 0;
+                    if (known)
+                        COUNT(index_hits, 1);
                 }
                 if (known) {
                     char *rel = join_rel(d->dir->relpath, name);

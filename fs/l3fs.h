@@ -54,6 +54,8 @@ int l3fs_parse_args(int argc, char **argv, struct l3fs_options *opts_ret);
 void l3fs_options_free(struct l3fs_options *opts);
 /* Prints the usage text. */
 void l3fs_usage(const char *prog, int full);
+/* "error", "warn", "info", "debug" -> enum l3fs_log_level, or -1. */
+int l3fs_parse_log_level(const char *s);
 
 /* ---- namespace rules (fs/names.c) ----
  *

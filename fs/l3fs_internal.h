@@ -14,7 +14,6 @@ void l3fs_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 
 #define LOG_W(...) l3fs_log(L3FS_LOG_WARN, __VA_ARGS__)
 #define LOG_I(...) l3fs_log(L3FS_LOG_INFO, __VA_ARGS__)
 #define LOG_D(...) l3fs_log(L3FS_LOG_DEBUG, __VA_ARGS__)
-int l3fs_parse_log_level(const char *s);
 
 /* Runs the filesystem until unmount or a termination signal (fs/fsops.c).
  * ready_fd >= 0: write one byte 0 there once mounted (background start).

@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 #include <syslog.h>
 #include <time.h>
 
@@ -16,16 +15,6 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 static const int syslog_prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
-
-int l3fs_parse_log_level(const char *s)
-{
-    for (int i = 0; i < 4; i++)
-        if (strcasecmp(s, level_names[i]) == 0)
-            return i;
-    if (strcasecmp(s, "warning") == 0)
-        return L3FS_LOG_WARN;
-    return -1;
-}
 
 static void vlog(int level, const char *fmt, va_list ap)
 {
