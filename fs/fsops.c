@@ -55,8 +55,6 @@ struct node {
     struct l3cache_key key;
     int obj_fd;                  /* object of `key`, or -1 */
     int fresh;                   /* obj_fd came from an encode no open used yet */
-    int err;                     /* cached failure for err_src (negative errno) */
-    struct l3cache_source err_src;
     int ctl_id;                  /* control files */
 };
 
@@ -96,6 +94,16 @@ static struct {
 } D = {.table_lock = PTHREAD_MUTEX_INITIALIZER, .timings_lock = PTHREAD_MUTEX_INITIALIZER};
 
 static const char *const ctl_names[2] = {"stats.json", "metrics"};
+
+/* Sources that failed to encode, so a bad file is tried (and logged) once
+ * per version of it, not at every access; the oldest entry goes first. */
+#define BAD_SLOTS 4096
+static struct {
+    pthread_mutex_t lock;
+    struct l3cache_source src[BAD_SLOTS];
+    int err[BAD_SLOTS];
+    size_t n, next;
+} Bad = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 #define COUNT(field, v) __atomic_add_fetch(&D.c.field, (uint64_t)(v), __ATOMIC_RELAXED)
 
@@ -327,6 +335,30 @@ static int same_src(const struct l3cache_source *a, const struct l3cache_source 
            a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
 }
 
+static int bad_find(const struct l3cache_source *src)
+{
+    int r = 0;
+    pthread_mutex_lock(&Bad.lock);
+    for (size_t i = 0; i < Bad.n; i++)
+        if (same_src(&Bad.src[i], src)) {
+            r = Bad.err[i];
+            break;
+        }
+    pthread_mutex_unlock(&Bad.lock);
+    return r;
+}
+
+static void bad_add(const struct l3cache_source *src, int err)
+{
+    pthread_mutex_lock(&Bad.lock);
+    Bad.src[Bad.next] = *src;
+    Bad.err[Bad.next] = err;
+    Bad.next = (Bad.next + 1) % BAD_SLOTS;
+    if (Bad.n < BAD_SLOTS)
+        Bad.n++;
+    pthread_mutex_unlock(&Bad.lock);
+}
+
 static void l3_attr(struct stat *st, uint64_t size)
 {
     st->st_ino ^= L3_INO_BIT;
@@ -349,9 +381,10 @@ static int l3_encode_locked(struct node *n, const struct l3cache_source *want)
     struct l3cache_source src;
     l3cache_source_from_stat(&st, &src);
     (void)want;
-    if (n->err && same_src(&src, &n->err_src)) {
+    int known_bad = bad_find(&src);
+    if (known_bad) {
         close(fd);
-        return n->err;
+        return known_bad;
     }
     struct l3cache_object obj;
     int l3st = 0;
@@ -365,8 +398,7 @@ static int l3_encode_locked(struct node *n, const struct l3cache_source *want)
     close(fd);
     if (r < 0) {
         if (r == -EIO) {
-            n->err = -EIO;
-            n->err_src = src;
+            bad_add(&src, -EIO);
             COUNT(encode_errors, 1);
             LOG_E("cannot encode %s: %s", n->relpath[0] ? n->relpath : ".",
                   l3st ? l3_strerror(l3st) : "invalid PNG");
@@ -390,7 +422,6 @@ static int l3_encode_locked(struct node *n, const struct l3cache_source *want)
     n->src = src;
     n->size = obj.size;
     n->key = obj.key;
-    n->err = 0;
     return 0;
 }
 
@@ -410,8 +441,9 @@ static int l3_refresh(struct node *n, struct stat *st_ret)
     if (!(n->have && same_src(&src, &n->src))) {
         uint64_t size;
         struct l3cache_key key;
-        if (n->err && same_src(&src, &n->err_src)) {
-            r = n->err;
+        int known_bad = bad_find(&src);
+        if (known_bad) {
+            r = known_bad;
         } else if (l3cache_index_lookup(D.cache, &src, &size, &key) == 0) {
             COUNT(index_hits, 1);
             if (n->obj_fd >= 0 && !(n->have && memcmp(&key, &n->key, sizeof key) == 0)) {

@@ -622,29 +622,29 @@ Test(mount, stats_count_exactly_and_index_survives_remount)
     int n = count_kind(E_L3);
     mount_fs(NULL);
     check_all(); /* first pass: every file encoded once */
-    cr_assert_eq(stat_num("fs.encodes"), n);
-    cr_assert_eq(stat_num("fs.l3_open_misses"), n);
-    cr_assert_eq(stat_num("fs.l3_open_hits"), 0);
-    cr_assert_eq(stat_num("cache.instance.misses"), n);
-    cr_assert_eq(stat_num("cache.instance.hits"), 0);
+    cr_assert_eq(stat_num("fs.encodes"), n, "fs.encodes = %g, want %g", stat_num("fs.encodes"), (double)(n));
+    cr_assert_eq(stat_num("fs.l3_open_misses"), n, "fs.l3_open_misses = %g, want %g", stat_num("fs.l3_open_misses"), (double)(n));
+    cr_assert_eq(stat_num("fs.l3_open_hits"), 0, "fs.l3_open_hits = %g, want %g", stat_num("fs.l3_open_hits"), (double)(0));
+    cr_assert_eq(stat_num("cache.instance.misses"), n, "cache.instance.misses = %g, want %g", stat_num("cache.instance.misses"), (double)(n));
+    cr_assert_eq(stat_num("cache.instance.hits"), 0, "cache.instance.hits = %g, want %g", stat_num("cache.instance.hits"), (double)(0));
     check_all(); /* second pass: all hits */
-    cr_assert_eq(stat_num("fs.encodes"), n);
-    cr_assert_eq(stat_num("fs.l3_open_misses"), n);
-    cr_assert_eq(stat_num("fs.l3_open_hits"), n);
-    cr_assert_eq(stat_num("cache.instance.hits"), n);
-    cr_assert_eq(stat_num("cache.instance.misses"), n);
-    cr_assert_eq(stat_num("fs.encode_errors"), 0);
+    cr_assert_eq(stat_num("fs.encodes"), n, "fs.encodes = %g, want %g", stat_num("fs.encodes"), (double)(n));
+    cr_assert_eq(stat_num("fs.l3_open_misses"), n, "fs.l3_open_misses = %g, want %g", stat_num("fs.l3_open_misses"), (double)(n));
+    cr_assert_eq(stat_num("fs.l3_open_hits"), n, "fs.l3_open_hits = %g, want %g", stat_num("fs.l3_open_hits"), (double)(n));
+    cr_assert_eq(stat_num("cache.instance.hits"), n, "cache.instance.hits = %g, want %g", stat_num("cache.instance.hits"), (double)(n));
+    cr_assert_eq(stat_num("cache.instance.misses"), n, "cache.instance.misses = %g, want %g", stat_num("cache.instance.misses"), (double)(n));
+    cr_assert_eq(stat_num("fs.encode_errors"), 0, "fs.encode_errors = %g, want %g", stat_num("fs.encode_errors"), (double)(0));
     cr_assert_eq(unmount_fs(), 0);
 
     /* remount on the same cache: sizes come from the index, nothing encodes */
     mount_fs(NULL);
     cr_assert_eq(sh("ls -lR '%s' > /dev/null", T.mnt), 0);
-    cr_assert_eq(stat_num("fs.encodes"), 0);
+    cr_assert_eq(stat_num("fs.encodes"), 0, "fs.encodes = %g, want %g", stat_num("fs.encodes"), (double)(0));
     cr_assert(stat_num("fs.index_hits") >= n);
     check_all();
-    cr_assert_eq(stat_num("fs.encodes"), 0);
-    cr_assert_eq(stat_num("fs.l3_open_hits"), n);
-    cr_assert_eq(stat_num("cache.total.misses"), n);
+    cr_assert_eq(stat_num("fs.encodes"), 0, "fs.encodes = %g, want %g", stat_num("fs.encodes"), (double)(0));
+    cr_assert_eq(stat_num("fs.l3_open_hits"), n, "fs.l3_open_hits = %g, want %g", stat_num("fs.l3_open_hits"), (double)(n));
+    cr_assert_eq(stat_num("cache.total.misses"), n, "cache.total.misses = %g, want %g", stat_num("cache.total.misses"), (double)(n));
     /* the summary command */
     char out[PATH_MAX];
     xsnprintf(out, sizeof out, "%s/stats.out", T.dir);
@@ -737,9 +737,9 @@ Test(mount, thirty_two_readers_one_encode_per_file)
     uint64_t ref[NF] = {0};
     run_readers(paths, NF, ref); /* cold */
     cr_assert_eq(stat_num("fs.encodes"), NF, "exactly one encode per file");
-    cr_assert_eq(stat_num("cache.instance.encodes"), NF);
+    cr_assert_eq(stat_num("cache.instance.encodes"), NF, "cache.instance.encodes = %g, want %g", stat_num("cache.instance.encodes"), (double)(NF));
     run_readers(paths, NF, ref); /* warm */
-    cr_assert_eq(stat_num("fs.encodes"), NF);
+    cr_assert_eq(stat_num("fs.encodes"), NF, "fs.encodes = %g, want %g", stat_num("fs.encodes"), (double)(NF));
     cr_assert_eq(check_all(), NF); /* and the bytes decode to the source pixels */
     free(paths);
     cr_assert_eq(unmount_fs(), 0);
@@ -762,7 +762,7 @@ Test(mount, corrupt_png_gives_eio_others_served)
     /* the name is listed; every other file is still served */
     cr_assert_eq(sh("ls '%s' | grep -qx corrupt.l3", T.mnt), 0);
     check_all();
-    cr_assert_eq(stat_num("fs.encode_errors"), 1);
+    cr_assert_eq(stat_num("fs.encode_errors"), 1, "fs.encode_errors = %g, want %g", stat_num("fs.encode_errors"), (double)(1));
     /* logged once, with the path */
     cr_assert_eq(unmount_fs(), 0, "daemon stayed alive and exited cleanly");
     cr_assert_eq(sh("test \"$(grep -c 'corrupt.png' '%s')\" = 1", T.log), 0,
@@ -869,7 +869,7 @@ Test(mount, control_files_and_warm)
     int n = count_kind(E_L3);
     mount_fs(NULL);
     /* hidden from the root listing, but readable */
-    cr_assert_ne(sh("ls -a '%s' | grep -q '^.l3fs$'", T.mnt), 0, ".l3fs listed");
+    cr_assert_neq(sh("ls -a '%s' | grep -q '^.l3fs$'", T.mnt), 0, ".l3fs listed");
     char p[PATH_MAX];
     size_t len;
     mntpath(p, sizeof p, L3FS_CTL_DIR "/metrics");
@@ -888,7 +888,7 @@ Test(mount, control_files_and_warm)
     char out[PATH_MAX];
     xsnprintf(out, sizeof out, "%s/warm.out", T.dir);
     cr_assert_eq(sh("'%s' warm '%s' -j 4 > '%s' 2>/dev/null", l3fs_bin(), T.mnt, out), 0);
-    cr_assert_eq(stat_num("fs.encodes"), n);
+    cr_assert_eq(stat_num("fs.encodes"), n, "fs.encodes = %g, want %g", stat_num("fs.encodes"), (double)(n));
     char *o = slurp(out, &len);
     o = realloc(o, len + 1);
     o[len] = '\0';
@@ -902,8 +902,8 @@ Test(mount, control_files_and_warm)
     o[len] = '\0';
     cr_assert(strstr(o, " 0 encoded now"), "%s", o);
     free(o);
-    cr_assert_eq(stat_num("fs.encodes"), n);
-    cr_assert_eq(stat_num("encode_time_ms.count"), n);
+    cr_assert_eq(stat_num("fs.encodes"), n, "fs.encodes = %g, want %g", stat_num("fs.encodes"), (double)(n));
+    cr_assert_eq(stat_num("encode_time_ms.count"), n, "encode_time_ms.count = %g, want %g", stat_num("encode_time_ms.count"), (double)(n));
     cr_assert(stat_num("encode_time_ms.max") >= stat_num("encode_time_ms.p50"));
     cr_assert_eq(unmount_fs(), 0);
 }
