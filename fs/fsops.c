@@ -59,6 +59,7 @@ struct node {
 };
 
 struct fh {
+    int refs;        /* release + control-file reads in flight */
     int fd;          /* object / source file; -1 for control files */
     int kind;
     uint64_t size;   /* .l3: object size */
@@ -711,6 +712,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     }
     h->kind = n->kind;
     h->fd = -1;
+    h->refs = 1;
     if (n->kind == NK_CTL_FILE) {
         h->buf = ctl_render(n->ctl_id);
         if (!h->buf) {
@@ -833,15 +835,29 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     }
 }
 
+static void fh_put(struct fh *h)
+{
+    if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    if (h->fd >= 0)
+        close(h->fd);
+    free(h->buf);
+    free(h);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
     (void)ino;
     struct fh *h = (struct fh *)(uintptr_t)fi->fh;
     if (h->kind == NK_CTL_FILE) {
+        /* The reader may close (and RELEASE arrive) as soon as the kernel
+         * has the reply, before fuse_reply_buf returns: hold the buffer. */
+        __atomic_add_fetch(&h->refs, 1, __ATOMIC_ACQ_REL);
         size_t o = (size_t)off < h->len ? (size_t)off : h->len;
         size_t k = h->len - o < size ? h->len - o : size;
         fuse_reply_buf(req, h->buf + o, k);
+        fh_put(h);
         return;
     }
     if (h->kind == NK_L3) {
@@ -863,12 +879,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
     (void)ino;
     struct fh *h = (struct fh *)(uintptr_t)fi->fh;
-    if (h) {
-        if (h->fd >= 0)
-            close(h->fd);
-        free(h->buf);
-        free(h);
-    }
+    if (h)
+        fh_put(h);
     fuse_reply_err(req, 0);
 }
 
