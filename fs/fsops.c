@@ -55,6 +55,8 @@ struct node {
     struct l3cache_key key;
     int obj_fd;                  /* object of `key`, or -1 */
     int fresh;                   /* obj_fd came from an encode no open used yet */
+    int opened;                  /* opened_key below is valid */
+    struct l3cache_key opened_key; /* object of the last open: pages in the kernel */
     int ctl_id;                  /* control files */
 };
 
@@ -105,6 +107,28 @@ static struct {
     int err[BAD_SLOTS];
     size_t n, next;
 } Bad = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Object descriptors kept in nodes (snapshots) are capped so that a cold
+ * `ls -l` of a huge tree cannot exhaust descriptors; past the cap a node just
+ * does not keep one (its next open asks the cache again). */
+static long held_obj_fds, max_held_obj_fds = 4096;
+
+static void node_keep_obj(struct node *n, int fd)
+{
+    if (n->obj_fd >= 0) {
+        close(n->obj_fd);
+        n->obj_fd = -1;
+        __atomic_sub_fetch(&held_obj_fds, 1, __ATOMIC_RELAXED);
+    }
+    if (fd < 0)
+        return;
+    if (__atomic_add_fetch(&held_obj_fds, 1, __ATOMIC_RELAXED) > max_held_obj_fds) {
+        __atomic_sub_fetch(&held_obj_fds, 1, __ATOMIC_RELAXED);
+        close(fd);
+        return;
+    }
+    n->obj_fd = fd;
+}
 
 #define COUNT(field, v) __atomic_add_fetch(&D.c.field, (uint64_t)(v), __ATOMIC_RELAXED)
 
@@ -160,8 +184,7 @@ static void node_free(struct node *n)
 {
     if (n->fd >= 0)
         close(n->fd);
-    if (n->obj_fd >= 0)
-        close(n->obj_fd);
+    node_keep_obj(n, -1);
     pthread_mutex_destroy(&n->lock);
     free(n->relpath);
     free(n);
@@ -267,6 +290,15 @@ struct probe_ctx {
     const char *reldir;
     char **sorted; /* readdir: the listing; NULL: ask the filesystem */
     size_t n;
+    /* readdir: what the last qualifies() found, so the entry is not opened,
+     * stat()ed and looked up in the index twice */
+    int memo;
+    char memo_name[256];
+    int memo_fd; /* O_PATH descriptor, or -1 */
+    struct stat memo_st;
+    int memo_known;
+    uint64_t memo_size;
+    struct l3cache_key memo_key;
 };
 
 static int cmp_str(const void *a, const void *b)
@@ -292,14 +324,32 @@ static int probe_qualifies(void *vctx, const char *name)
     struct probe_ctx *c = vctx;
     if (l3fs_excluded(D.opts->excludes, D.opts->n_excludes, c->reldir, name))
         return 0;
-    struct stat st;
-    if (fstatat(c->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+    int pfd = openat(c->dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (pfd < 0)
         return 0;
+    struct stat st;
+    if (fstat(pfd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(pfd);
+        return 0;
+    }
     struct l3cache_source src;
-    uint64_t size;
+    uint64_t size = 0;
     struct l3cache_key key;
     l3cache_source_from_stat(&st, &src);
-    if (D.cache && l3cache_index_lookup(D.cache, &src, &size, &key) == 0)
+    int known = D.cache && l3cache_index_lookup(D.cache, &src, &size, &key) == 0;
+    if (c->memo && strlen(name) < sizeof c->memo_name) {
+        if (c->memo_fd >= 0)
+            close(c->memo_fd);
+        strcpy(c->memo_name, name);
+        c->memo_fd = pfd;
+        c->memo_st = st;
+        c->memo_known = known;
+        c->memo_size = size;
+        c->memo_key = key;
+    } else {
+        close(pfd);
+    }
+    if (known)
         return 1;
     int fd = openat(c->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
@@ -316,6 +366,9 @@ static void probe_init(struct l3fs_probe *p, struct probe_ctx *c, int dirfd, con
     c->reldir = reldir;
     c->sorted = NULL;
     c->n = 0;
+    c->memo = 0;
+    c->memo_fd = -1;
+    c->memo_name[0] = '\0';
     p->exists = probe_exists;
     p->qualifies = probe_qualifies;
     p->ctx = c;
@@ -415,10 +468,8 @@ static int l3_encode_locked(struct node *n, const struct l3cache_source *want)
         pthread_mutex_unlock(&D.timings_lock);
         LOG_D("encoded %s: %" PRIu64 " bytes in %.1f ms", n->relpath, obj.size, ns / 1e6);
     }
-    if (n->obj_fd >= 0)
-        close(n->obj_fd);
-    n->obj_fd = obj.fd;
-    n->fresh = !obj.hit;
+    node_keep_obj(n, obj.fd);
+    n->fresh = !obj.hit && n->obj_fd >= 0;
     n->have = 1;
     n->src = src;
     n->size = obj.size;
@@ -448,8 +499,7 @@ static int l3_refresh(struct node *n, struct stat *st_ret)
         } else if (l3cache_index_lookup(D.cache, &src, &size, &key) == 0) {
             COUNT(index_hits, 1);
             if (n->obj_fd >= 0 && !(n->have && memcmp(&key, &n->key, sizeof key) == 0)) {
-                close(n->obj_fd);
-                n->obj_fd = -1;
+                node_keep_obj(n, -1);
                 n->fresh = 0;
             }
             n->have = 1;
@@ -804,7 +854,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         if (got) {
             h->fd = obj.fd;
             if (n->obj_fd < 0)
-                n->obj_fd = dup(obj.fd);
+                node_keep_obj(n, dup(obj.fd));
         } else if (n->obj_fd >= 0) {
             /* the source changed after the kernel was told its size: keep
              * serving that snapshot until the next LOOKUP/GETATTR */
@@ -816,6 +866,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         }
     }
     uint64_t size = n->size;
+    if (r == 0) {
+        /* the kernel's cached pages are valid only for the object they came from */
+        if (!n->opened || memcmp(&n->opened_key, &n->key, sizeof n->key) != 0)
+            keep = 0;
+        n->opened = 1;
+        n->opened_key = n->key;
+    }
     pthread_mutex_unlock(&n->lock);
     if (r < 0) {
         free(h);
@@ -1026,6 +1083,7 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
     probe_init(&probe, &pc, d->fd, d->dir->relpath);
     pc.sorted = d->sorted;
     pc.n = d->n;
+    pc.memo = plus;
     for (size_t i = (size_t)off; i < d->n; i++) {
         const char *name = d->names[i];
         char shown[256];
@@ -1051,10 +1109,20 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
         e.attr = st;
         struct node *n = NULL;
         if (strcmp(name, ".") && strcmp(name, "..")) {
-            int fd = openat(d->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+            int memo = kind == NK_L3 && pc.memo_fd >= 0 && strcmp(pc.memo_name, name) == 0;
+            int fd;
             struct stat fst;
-            if (fd >= 0 && fstat(fd, &fst) == 0 &&
-                (kind != NK_L3 || S_ISREG(fst.st_mode))) {
+            int ok;
+            if (memo) {
+                fd = pc.memo_fd;
+                pc.memo_fd = -1;
+                fst = pc.memo_st;
+                ok = 1;
+            } else {
+                fd = openat(d->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+                ok = fd >= 0 && fstat(fd, &fst) == 0;
+            }
+            if (ok && (kind != NK_L3 || S_ISREG(fst.st_mode))) {
                 int known = 1;
                 uint64_t l3size = 0;
                 struct l3cache_source src;
@@ -1062,7 +1130,13 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
                 if (kind == NK_L3) {
                     /* only sizes the index already knows: readdir never encodes */
                     l3cache_source_from_stat(&fst, &src);
-                    known = l3cache_index_lookup(D.cache, &src, &l3size, &key) == 0;
+                    if (memo) {
+                        known = pc.memo_known;
+                        l3size = pc.memo_size;
+                        key = pc.memo_key;
+                    } else {
+                        known = l3cache_index_lookup(D.cache, &src, &l3size, &key) == 0;
+                    }
                     if (known)
                         COUNT(index_hits, 1);
                 }
@@ -1076,8 +1150,7 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
                     pthread_mutex_lock(&n->lock);
                     if (!(n->have && same_src(&src, &n->src))) {
                         if (n->obj_fd >= 0 && !(n->have && !memcmp(&key, &n->key, sizeof key))) {
-                            close(n->obj_fd);
-                            n->obj_fd = -1;
+                            node_keep_obj(n, -1);
                             n->fresh = 0;
                         }
                         n->have = 1;
@@ -1106,6 +1179,8 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
         }
         used += sz;
     }
+    if (pc.memo_fd >= 0)
+        close(pc.memo_fd);
     fuse_reply_buf(req, buf, used);
     free(buf);
 }
@@ -1258,13 +1333,34 @@ static const struct fuse_lowlevel_ops ops = {
 
 /* ----------------------------------------------------------------- run */
 
+/* Every node the kernel knows holds a descriptor: raise the limit as far as
+ * allowed (root may go past the hard limit, up to fs.nr_open). */
 static void raise_fd_limit(void)
 {
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    rlim_t want = 1048576;
+    FILE *f = fopen("/proc/sys/fs/nr_open", "r");
+    if (f) {
+        unsigned long long v;
+        if (fscanf(f, "%llu", &v) == 1 && v > 0)
+            want = (rlim_t)v;
+        fclose(f);
+    }
+    struct rlimit up = {want, want};
+    if (rl.rlim_max < want && setrlimit(RLIMIT_NOFILE, &up) == 0) {
+        rl = up;
+    } else if (rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        long cap = (long)(rl.rlim_cur / 8);
+        max_held_obj_fds = cap < 4096 ? (cap > 16 ? cap : 16) : 4096;
+    }
+    LOG_D("descriptor limit %llu, object descriptors kept <= %ld",
+          (unsigned long long)rl.rlim_cur, max_held_obj_fds);
 }
 
 static void free_table(void)

@@ -1,0 +1,436 @@
+/* fs_bench.c — l3fs against the things it replaces, side by side in one run.
+ *
+ *   fs_bench --l3fs PATH/TO/l3fs [--photos DIR] [--files N] [--reps R] [--work DIR]
+ *
+ * 1. Cached sequential read: every photo's .l3 read through a fresh mount
+ *    (objects already in the cache) against reading the same cache objects
+ *    directly; also the second read on the same mount (kernel page cache).
+ * 2. Cold read: the .l3 of each 2048x1024 photo read through a mount with an
+ *    empty cache (lookup encodes, then read) against a bare libpng decode of
+ *    the same PNG (file read + png_read_image).
+ * 3. `ls -lR` of N encoded files through a fresh mount against the source.
+ * Each figure is the best of R repetitions. Needs root or fuse access.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <png.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *l3fs = NULL;
+static char work[1024];
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "fs_bench: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(1);
+}
+
+static int sh(const char *fmt, ...)
+{
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int r = system(cmd);
+    return WIFEXITED(r) ? WEXITSTATUS(r) : 128;
+}
+
+static pid_t daemon_pid = -1;
+static char mounted_at[PATH_MAX];
+
+static void do_mount(const char *src, const char *mnt, const char *cache)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork");
+    if (pid == 0) {
+        execl(l3fs, l3fs, src, mnt, "-f", "--cache-dir", cache, (char *)NULL);
+        _exit(127);
+    }
+    char ctl[PATH_MAX];
+    snprintf(ctl, sizeof ctl, "%s/.l3fs", mnt);
+    for (int i = 0; i < 1000; i++) {
+        struct stat st;
+        if (stat(ctl, &st) == 0) {
+            daemon_pid = pid;
+            snprintf(mounted_at, sizeof mounted_at, "%s", mnt);
+            return;
+        }
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    die("l3fs did not mount %s", mnt);
+}
+
+static void do_umount(void)
+{
+    if (daemon_pid < 0)
+        return;
+    sh("fusermount3 -u '%s'", mounted_at);
+    int ws;
+    waitpid(daemon_pid, &ws, 0);
+    daemon_pid = -1;
+}
+
+static void cleanup(void)
+{
+    do_umount();
+    if (work[0] && !getenv("FS_BENCH_KEEP"))
+        sh("rm -rf '%s'", work);
+}
+
+/* Reads a whole file with 1 MiB reads; returns bytes or -1. */
+static long long read_all(const char *path)
+{
+    static char buf[1 << 20];
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -1;
+    long long total = 0;
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0)
+        total += n;
+    close(fd);
+    return n < 0 ? -1 : total;
+}
+
+/* Drops a file's pages from the page cache (this file only). */
+static void evict(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd >= 0) {
+        fdatasync(fd);
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        close(fd);
+    }
+}
+
+struct list {
+    char **v;
+    size_t n, cap;
+};
+
+static void list_add(struct list *l, const char *s)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 64;
+        l->v = realloc(l->v, l->cap * sizeof *l->v);
+    }
+    l->v[l->n++] = strdup(s);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Regular files under dir (recursive) whose name ends in suffix ("" = all). */
+static void find_files(const char *dir, const char *suffix, struct list *out)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char p[PATH_MAX];
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        struct stat st;
+        if (lstat(p, &st) < 0)
+            continue;
+        if (S_ISDIR(st.st_mode)) {
+            find_files(p, suffix, out);
+        } else if (S_ISREG(st.st_mode)) {
+            size_t a = strlen(de->d_name), b = strlen(suffix);
+            if (a >= b && strcmp(de->d_name + a - b, suffix) == 0)
+                list_add(out, p);
+        }
+    }
+    closedir(d);
+    qsort(out->v, out->n, sizeof *out->v, cmp_str);
+}
+
+/* Bare libpng decode of a file: read it, png_read_image. Returns seconds. */
+static double libpng_decode(const char *path)
+{
+    double t0 = now();
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        die("open %s", path);
+    png_structp p = png_create_read_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png_create_info_struct(p);
+    if (setjmp(png_jmpbuf(p)))
+        die("libpng failed on %s", path);
+    png_init_io(p, f);
+    png_read_info(p, info);
+    png_set_interlace_handling(p);
+    png_read_update_info(p, info);
+    png_uint_32 h = png_get_image_height(p, info);
+    size_t rb = png_get_rowbytes(p, info);
+    unsigned char *px = malloc(rb * h);
+    png_bytep *rows = malloc(h * sizeof *rows);
+    for (png_uint_32 y = 0; y < h; y++)
+        rows[y] = px + rb * y;
+    png_read_image(p, rows);
+    png_read_end(p, NULL);
+    png_destroy_read_struct(&p, &info, NULL);
+    fclose(f);
+    double t = now() - t0;
+    free(rows);
+    free(px);
+    return t;
+}
+
+/* A 16x16 gray PNG; `id` makes its pixels unique. */
+static void write_small_png(const char *p, int id)
+{
+    FILE *f = fopen(p, "wb");
+    if (!f)
+        die("write %s", p);
+    png_structp pw = png_create_write_struct(PNG_LIBPNG_VER_STRING, 0, 0, 0);
+    png_infop iw = png_create_info_struct(pw);
+    if (setjmp(png_jmpbuf(pw)))
+        die("write %s", p);
+    png_init_io(pw, f);
+    png_set_IHDR(pw, iw, 16, 16, 8, PNG_COLOR_TYPE_GRAY, 0, 0, 0);
+    png_write_info(pw, iw);
+    unsigned char row[16];
+    for (int y = 0; y < 16; y++) {
+        for (int x = 0; x < 16; x++)
+            row[x] = (unsigned char)(x * 16 + y);
+        if (y == 0) {
+            row[0] = (unsigned char)id;
+            row[1] = (unsigned char)(id >> 8);
+        }
+        png_write_row(pw, row);
+    }
+    png_write_end(pw, iw);
+    png_destroy_write_struct(&pw, &iw);
+    fclose(f);
+}
+
+static double min_d(double a, double b)
+{
+    return a < b ? a : b;
+}
+
+int main(int argc, char **argv)
+{
+    const char *photos = "/var/cache/l3fs-corpus/png/photos-2048";
+    int nfiles = 10000, reps = 5;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--l3fs") && i + 1 < argc)
+            l3fs = argv[++i];
+        else if (!strcmp(argv[i], "--photos") && i + 1 < argc)
+            photos = argv[++i];
+        else if (!strcmp(argv[i], "--files") && i + 1 < argc)
+            nfiles = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--work") && i + 1 < argc)
+            snprintf(work, sizeof work, "%s", argv[++i]);
+        else
+            die("usage: fs_bench --l3fs BIN [--photos DIR] [--files N] [--reps R] [--work DIR]");
+    }
+    if (!l3fs)
+        die("--l3fs PATH is required");
+    if (reps < 1)
+        reps = 1;
+    if (!work[0]) {
+        snprintf(work, sizeof work, "/var/tmp/l3fs-bench-XXXXXX");
+        if (!mkdtemp(work))
+            die("mkdtemp: %s", strerror(errno));
+    } else if (mkdir(work, 0755) < 0 && errno != EEXIST) {
+        die("mkdir %s", work);
+    }
+    atexit(cleanup);
+    signal(SIGINT, exit);
+
+    struct list pngs = {0};
+    find_files(photos, ".png", &pngs);
+    if (pngs.n == 0)
+        die("no PNGs in %s (scripts/fetch-corpus.sh makes them)", photos);
+    char src[1100], mnt[1100], cache[1100];
+    snprintf(src, sizeof src, "%s/src", work);
+    snprintf(mnt, sizeof mnt, "%s/mnt", work);
+    snprintf(cache, sizeof cache, "%s/cache", work);
+    mkdir(src, 0755);
+    mkdir(mnt, 0755);
+    if (sh("cp %s/*.png '%s'/", photos, src) != 0)
+        die("copy photos");
+    printf("l3fs fs_bench: %zu photos from %s, %d reps (best of), work dir %s\n", pngs.n,
+           photos, reps, work);
+
+    /* ---- 1. cached sequential read ---- */
+    do_mount(src, mnt, cache);
+    struct list l3s = {0};
+    find_files(mnt, ".l3", &l3s);
+    for (size_t i = 0; i < l3s.n; i++)
+        read_all(l3s.v[i]); /* encode everything */
+    do_umount();
+    char objdir[1200];
+    snprintf(objdir, sizeof objdir, "%s/objects", cache);
+    struct list objs = {0};
+    find_files(objdir, "", &objs);
+    /* (a) objects not in RAM (evicted from the page cache before each read:
+     * an epoch over a dataset larger than memory); (b) objects in RAM. */
+    double best_obj_c = 1e9, best_mnt_c = 1e9, best_mnt = 1e9, best_mnt2 = 1e9, best_obj = 1e9;
+    long long bytes = 0, obytes = 0;
+    for (int r = 0; r < reps; r++) {
+        for (size_t i = 0; i < objs.n; i++)
+            evict(objs.v[i]);
+        double t0 = now();
+        for (size_t i = 0; i < objs.n; i++)
+            read_all(objs.v[i]);
+        best_obj_c = min_d(best_obj_c, now() - t0);
+        for (size_t i = 0; i < objs.n; i++)
+            evict(objs.v[i]);
+        do_mount(src, mnt, cache);
+        t0 = now();
+        for (size_t i = 0; i < l3s.n; i++)
+            read_all(l3s.v[i]);
+        best_mnt_c = min_d(best_mnt_c, now() - t0);
+        do_umount();
+
+        t0 = now();
+        obytes = 0;
+        for (size_t i = 0; i < objs.n; i++)
+            obytes += read_all(objs.v[i]);
+        best_obj = min_d(best_obj, now() - t0);
+        do_mount(src, mnt, cache);
+        t0 = now();
+        bytes = 0;
+        for (size_t i = 0; i < l3s.n; i++)
+            bytes += read_all(l3s.v[i]);
+        best_mnt = min_d(best_mnt, now() - t0);
+        t0 = now();
+        for (size_t i = 0; i < l3s.n; i++)
+            read_all(l3s.v[i]);
+        best_mnt2 = min_d(best_mnt2, now() - t0);
+        do_umount();
+    }
+    if (bytes != obytes)
+        die("mount served %lld bytes, the objects hold %lld", bytes, obytes);
+    printf("\n1. cached sequential read (objects in the l3fs cache), %zu files, %.1f MB, 1 MiB reads\n",
+           l3s.n, bytes / 1e6);
+    printf("   (a) objects not in RAM: cache objects read directly %8.1f MB/s\n",
+           bytes / 1e6 / best_obj_c);
+    printf("       through a fresh mount                           %8.1f MB/s  = %.0f%% of direct"
+           " (target >= 70%%)\n",
+           bytes / 1e6 / best_mnt_c, 100 * best_obj_c / best_mnt_c);
+    printf("   (b) objects in RAM: cache objects read directly     %8.1f MB/s\n",
+           bytes / 1e6 / best_obj);
+    printf("       through a fresh mount                           %8.1f MB/s  = %.0f%% of direct\n",
+           bytes / 1e6 / best_mnt, 100 * best_obj / best_mnt);
+    printf("       again on the same mount (kernel page cache)     %8.1f MB/s  = %.0f%% of direct\n",
+           bytes / 1e6 / best_mnt2, 100 * best_obj / best_mnt2);
+
+    /* ---- 2. cold read vs bare libpng decode ---- */
+    double sum_cold = 0, sum_png = 0;
+    double *cold = calloc(pngs.n, sizeof *cold), *dec = calloc(pngs.n, sizeof *dec);
+    for (size_t i = 0; i < pngs.n; i++)
+        cold[i] = dec[i] = 1e9;
+    for (int r = 0; r < reps; r++) {
+        char cc[1100];
+        snprintf(cc, sizeof cc, "%s/cold%d", work, r);
+        do_mount(src, mnt, cc);
+        for (size_t i = 0; i < pngs.n; i++) {
+            char base[256];
+            snprintf(base, sizeof base, "%s", strrchr(pngs.v[i], '/') + 1);
+            char p[1500], s[1500];
+            base[strlen(base) - 4] = '\0';
+            snprintf(p, sizeof p, "%s/%s.l3", mnt, base);
+            snprintf(s, sizeof s, "%s/%s.png", src, base);
+            dec[i] = min_d(dec[i], libpng_decode(s));
+            double t0 = now();
+            if (read_all(p) <= 0)
+                die("cold read of %s failed", p);
+            cold[i] = min_d(cold[i], now() - t0);
+        }
+        do_umount();
+        sh("rm -rf '%s'", cc);
+    }
+    for (size_t i = 0; i < pngs.n; i++) {
+        sum_cold += cold[i];
+        sum_png += dec[i];
+    }
+    printf("\n2. cold read of a photo's .l3 (empty cache: lookup encodes, then read)\n");
+    printf("   bare libpng decode               %8.1f ms per photo\n", 1e3 * sum_png / pngs.n);
+    printf("   cold .l3 read through the mount  %8.1f ms per photo  = %.2fx libpng "
+           "(target <= 1.5x)\n",
+           1e3 * sum_cold / pngs.n, sum_cold / sum_png);
+    free(cold);
+    free(dec);
+
+    /* ---- 3. ls -lR of N encoded files ---- */
+    if (nfiles > 0) {
+        char lsrc[1100], lcache[1100];
+        snprintf(lsrc, sizeof lsrc, "%s/lsrc", work);
+        snprintf(lcache, sizeof lcache, "%s/lcache", work);
+        mkdir(lsrc, 0755);
+        /* N distinct small PNGs in 100 directories (one pixel differs) */
+        int per = 100, made = 0;
+        for (int d = 0; made < nfiles; d++) {
+            char dir[1200];
+            snprintf(dir, sizeof dir, "%s/d%03d", lsrc, d);
+            mkdir(dir, 0755);
+            for (int k = 0; k < per && made < nfiles; k++, made++) {
+                char p[1500];
+                snprintf(p, sizeof p, "%s/img%03d.png", dir, k);
+                write_small_png(p, made);
+            }
+        }
+        do_mount(lsrc, mnt, lcache);
+        double t0 = now();
+        if (sh("'%s' warm '%s' -j 4 > /dev/null 2>&1", l3fs, mnt) != 0)
+            die("l3fs warm failed");
+        double warm = now() - t0;
+        do_umount();
+        double best_src = 1e9, best_l3 = 1e9, best_l3b = 1e9;
+        for (int r = 0; r < reps; r++) {
+            t0 = now();
+            sh("ls -lR '%s' > /dev/null", lsrc);
+            best_src = min_d(best_src, now() - t0);
+            do_mount(lsrc, mnt, lcache);
+            t0 = now();
+            sh("ls -lR '%s' > /dev/null", mnt);
+            best_l3 = min_d(best_l3, now() - t0);
+            t0 = now();
+            sh("ls -lR '%s' > /dev/null", mnt);
+            best_l3b = min_d(best_l3b, now() - t0);
+            do_umount();
+        }
+        printf("\n3. ls -lR of %d encoded files in %d directories (warm: %.1f s)\n", nfiles,
+               (nfiles + per - 1) / per, warm);
+        printf("   source tree                      %8.1f ms\n", 1e3 * best_src);
+        printf("   fresh mount (sizes from index)   %8.1f ms  = %.2fx source (target <= 3x)\n",
+               1e3 * best_l3, best_l3 / best_src);
+        printf("   again on the same mount          %8.1f ms  = %.2fx source\n", 1e3 * best_l3b,
+               best_l3b / best_src);
+    }
+    return 0;
+}
