@@ -6,6 +6,7 @@ pkgs=(
   build-essential pkg-config meson ninja-build
   libpng-dev libxxhash-dev libfuse3-dev fuse3 libcriterion-dev
   python3 python3-dev python3-numpy python3-pil
+  python3-torch                     # PyTorch loader example and its test (CPU)
   clang libclang-rt-dev            # fuzzers (libFuzzer) and sanitizer runtimes
   rsync gnuplot-nox                 # filesystem tests; benchmark chart
 )
