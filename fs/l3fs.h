@@ -35,6 +35,8 @@ struct l3fs_options {
     size_t n_excludes;
     unsigned jobs;         /* --jobs/--threads: concurrent encodes (default nproc) */
     unsigned encode_threads; /* --encode-threads: threads inside one encode */
+    uint64_t max_pixels;   /* --max-pixels: codec limit per image (0 = codec default) */
+    uint64_t max_memory;   /* --max-memory: codec memory limit per encode (0 = default) */
     unsigned max_threads;  /* --max-threads: FUSE worker threads */
     double timeout;        /* --timeout: entry/attr timeout of .l3 files (s) */
     double dir_timeout;    /* --dir-timeout: same for everything else (s) */

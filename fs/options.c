@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -46,6 +47,8 @@ void l3fs_usage(const char *prog, int full)
             "  --jobs N, --threads N encodes running at once (default: number of CPUs)\n"
             "  --encode-threads N    threads inside one encode (default: number of CPUs)\n"
             "  --max-threads N       FUSE request threads (default 64)\n"
+            "  --max-pixels N        larger images are not encoded (EIO); default 256M\n"
+            "  --max-memory SIZE     memory one encode may use (default 4G)\n"
             "  --timeout SEC         kernel entry/attribute timeout of .l3 files (default 10)\n"
             "  --dir-timeout SEC     the same for directories and other files (default 1)\n"
             "  --fsync none|object|all  cache durability policy (default object)\n"
@@ -117,6 +120,30 @@ static int parse_seconds(const char *name, const char *v, double *out)
     return 0;
 }
 
+/* "1000000", "64M", "4G" (powers of 1024 for K/M/G/T; plain numbers as is). */
+static int parse_count(const char *name, const char *v, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    uint64_t mul = 1;
+    if (*end && !end[1]) {
+        switch (*end) {
+        case 'k': case 'K': mul = 1ull << 10; end++; break;
+        case 'm': case 'M': mul = 1ull << 20; end++; break;
+        case 'g': case 'G': mul = 1ull << 30; end++; break;
+        case 't': case 'T': mul = 1ull << 40; end++; break;
+        }
+    }
+    if (errno || end == v || *end || x == 0 || x > UINT64_MAX / mul) {
+        fprintf(stderr, "l3fs: bad value for %s: '%s' (a number, optionally K, M, G, T)\n",
+                name, v);
+        return -EINVAL;
+    }
+    *out = (uint64_t)x * mul;
+    return 0;
+}
+
 static int add_fuse_opt(struct l3fs_options *o, const char *opt)
 {
     size_t a = o->fuse_opts ? strlen(o->fuse_opts) : 0, b = strlen(opt);
@@ -133,7 +160,8 @@ static int add_fuse_opt(struct l3fs_options *o, const char *opt)
 /* Option names with a value; '-' and '_' are the same. */
 static const char *const valued[] = {"cache-dir", "cache-size", "exclude", "jobs",
                                      "threads", "encode-threads", "max-threads", "timeout",
-                                     "dir-timeout", "fsync", "log-level", NULL};
+                                     "dir-timeout", "fsync", "log-level", "max-pixels",
+                                     "max-memory", NULL};
 
 static int is_valued(const char *name)
 {
@@ -174,6 +202,10 @@ static int apply(struct l3fs_options *o, const char *name, const char *v)
         return parse_uint(name, v, &o->jobs);
     if (!strcmp(name, "encode-threads"))
         return parse_uint(name, v, &o->encode_threads);
+    if (!strcmp(name, "max-pixels"))
+        return parse_count(name, v, &o->max_pixels);
+    if (!strcmp(name, "max-memory"))
+        return parse_count(name, v, &o->max_memory);
     if (!strcmp(name, "max-threads"))
         return parse_uint(name, v, &o->max_threads);
     if (!strcmp(name, "timeout"))

@@ -769,6 +769,27 @@ Test(mount, corrupt_png_gives_eio_others_served)
                  "one log line naming corrupt.png");
 }
 
+Test(mount, pixel_limit_gives_eio_and_cache_cli)
+{
+    make_tree(0);
+    mount_fs("--max-pixels", "2000", NULL);
+    char small[PATH_MAX], big[PATH_MAX];
+    mntpath(small, sizeof small, "t0_c0_d1.l3");     /* 37x19 */
+    mntpath(big, sizeof big, "t15_c3_d8.l3");        /* 112x64 */
+    struct stat st;
+    cr_assert_eq(stat(small, &st), 0, "%s", strerror(errno));
+    errno = 0;
+    cr_assert(stat(big, &st) < 0 && errno == EIO, "over the limit: %s", strerror(errno));
+    cr_assert_eq(stat_num("fs.encode_errors"), 1);
+    cr_assert_eq(unmount_fs(), 0);
+    /* the cache maintenance commands are reachable through l3fs */
+    char out[PATH_MAX];
+    xsnprintf(out, sizeof out, "%s/cache.out", T.dir);
+    cr_assert_eq(sh("'%s' cache stats --cache-dir '%s' > '%s'", l3fs_bin(), T.cache, out), 0);
+    cr_assert_eq(sh("grep -q objects '%s'", out), 0);
+    cr_assert_eq(sh("'%s' cache verify --cache-dir '%s' > /dev/null", l3fs_bin(), T.cache), 0);
+}
+
 Test(mount, every_write_is_erofs)
 {
     make_tree(0);
@@ -1085,6 +1106,13 @@ Test(options, both_spellings)
     cr_assert_str_eq(o.cache_size, "1G");
     cr_assert_str_eq(o.fuse_opts, "allow_other");
     cr_assert_eq(o.foreground, 1);
+    l3fs_options_free(&o);
+    char *lim[] = {"l3fs", tmp, tmp, "-o", "max_pixels=64M,max_memory=1G,nofail,x-systemd.x=1",
+                   NULL};
+    cr_assert_eq(l3fs_parse_args(5, lim, &o), 0);
+    cr_assert_eq(o.max_pixels, 64ull << 20);
+    cr_assert_eq(o.max_memory, 1ull << 30);
+    cr_assert_null(o.fuse_opts, "fstab-only options are dropped");
     l3fs_options_free(&o);
     char *bad[] = {"l3fs", tmp, tmp, "--jobs", "zero", NULL};
     cr_assert_eq(l3fs_parse_args(5, bad, &o), -EINVAL);
