@@ -48,9 +48,29 @@ static inline uint16_t zigzag(uint32_t e, uint32_t mask, uint32_t half)
 /* Zigzag-mapped MED residuals of a w x h plane (the decoder's rules). The
  * prediction uses only source samples, so the inner loop has no carried
  * dependency and vectorises. */
-static void plane_residuals(const uint16_t *src, uint32_t w, uint32_t h, unsigned depth,
-                            uint16_t *z, int grad)
+static void plane_residuals_left2(const uint16_t *src, uint32_t w, uint32_t h,
+                                  unsigned depth, uint16_t *z)
 {
+    const uint32_t mask = (1u << depth) - 1, half = 1u << (depth - 1);
+    for (uint32_t y = 0; y < h; y++) {
+        const uint16_t *row = src + (size_t)y * w;
+        uint16_t *zr = z + (size_t)y * w;
+        uint32_t edge = y ? row[-(ptrdiff_t)w] : 0;
+        for (uint32_t x = 0; x < w && x < 2; x++)
+            zr[x] = zigzag((uint32_t)(row[x] - edge) & mask, mask, half);
+        for (uint32_t x = 2; x < w; x++)
+            zr[x] = zigzag((uint32_t)(row[x] - row[x - 2]) & mask, mask, half);
+    }
+}
+
+static void plane_residuals(const uint16_t *src, uint32_t w, uint32_t h, unsigned depth,
+                            uint16_t *z, unsigned pred)
+{
+    if (pred == L3_PLANE_LEFT2) {
+        plane_residuals_left2(src, w, h, depth, z);
+        return;
+    }
+    const int grad = pred == L3_PLANE_GRAD;
     const uint32_t mask = (1u << depth) - 1, half = 1u << (depth - 1);
     z[0] = zigzag(src[0], mask, half);
     for (uint32_t x = 1; x < w; x++)
@@ -95,15 +115,15 @@ static inline uint32_t group_cost(const uint16_t *z, uint32_t n, unsigned k,
  * `exact`, else an estimate). Fast rule (JPEG-LS): the smallest k with
  * n * 2^k >= sum; exact: the best of k0-1..k0+1 by counted bits. */
 static uint64_t plane_plan(const uint16_t *z, uint32_t w, uint32_t h, unsigned depth,
-                           uint8_t *syms, int exact)
+                           uint8_t *syms, int exact, const uint32_t gs)
 {
     uint64_t bits = 0;
     unsigned prev = 0;
     size_t g = 0;
     for (uint32_t y = 0; y < h; y++) {
         const uint16_t *zr = z + (size_t)y * w;
-        for (uint32_t x0 = 0; x0 < w; x0 += L3_GROUP) {
-            uint32_t n = w - x0 < L3_GROUP ? w - x0 : L3_GROUP;
+        for (uint32_t x0 = 0; x0 < w; x0 += gs) {
+            uint32_t n = w - x0 < gs ? w - x0 : gs;
             uint32_t s = 0;
             for (uint32_t i = 0; i < n; i++)
                 s += zr[x0 + i];
@@ -142,15 +162,15 @@ static uint64_t plane_plan(const uint16_t *z, uint32_t w, uint32_t h, unsigned d
 }
 
 static uint8_t *plane_write_med(const uint16_t *z, const uint8_t *syms, uint32_t w,
-                                uint32_t h, unsigned depth, uint8_t *out)
+                                uint32_t h, unsigned depth, uint8_t *out, const uint32_t gs)
 {
     struct bw bw = {out, 0, 0};
     unsigned prev = 0;
     size_t g = 0;
     for (uint32_t y = 0; y < h; y++) {
         const uint16_t *zr = z + (size_t)y * w;
-        for (uint32_t x0 = 0; x0 < w; x0 += L3_GROUP) {
-            uint32_t n = w - x0 < L3_GROUP ? w - x0 : L3_GROUP;
+        for (uint32_t x0 = 0; x0 < w; x0 += gs) {
+            uint32_t n = w - x0 < gs ? w - x0 : gs;
             unsigned s = syms[g++];
             if (s == prev)
                 bw_put(&bw, 1, 1);
@@ -214,6 +234,7 @@ struct enc {
     int exact;            /* effort >= 2: exact per-group parameter search */
     unsigned grad_bias;   /* take the gradient predictor unless MED is this
                              many 32nds smaller */
+    unsigned short_bias;  /* groups of 8 only when this many 32nds smaller */
     uint8_t *wbuf;        /* per worker MED stream buffer */
     size_t wbuf_per;
 };
@@ -229,9 +250,12 @@ struct plan {
 
 /* Decide const / raw / MED for one candidate plane (residuals into z, group
  * symbols into syms). */
+/* syms holds the group symbols for groups of 16 (first `g16` entries) and
+ * then for groups of 8; the plan takes the short groups (L3_PLANE_SHORT) when
+ * they save more than short_bias/32. */
 static struct plan plan_plane(const uint16_t *src, uint32_t w, uint32_t h,
                               unsigned depth, uint16_t *z, uint8_t *syms, int exact,
-                              unsigned pred)
+                              unsigned pred, size_t g16, unsigned short_bias)
 {
     size_t n = (size_t)w * h;
     struct plan p;
@@ -245,8 +269,13 @@ static struct plan plan_plane(const uint16_t *src, uint32_t w, uint32_t h,
         return p;
     }
     uint64_t raw = ((uint64_t)n * depth + 7) / 8;
-    plane_residuals(src, w, h, depth, z, pred == L3_PLANE_GRAD);
-    uint64_t med = (plane_plan(z, w, h, depth, syms, exact) + 7) / 8;
+    plane_residuals(src, w, h, depth, z, pred);
+    uint64_t med = (plane_plan(z, w, h, depth, syms, exact, L3_GROUP) + 7) / 8;
+    uint64_t med8 = (plane_plan(z, w, h, depth, syms + g16, exact, L3_GROUP_SHORT) + 7) / 8;
+    if (med8 * 32 < med * (32 - short_bias)) {
+        med = med8;
+        pred |= L3_PLANE_SHORT;
+    }
     if (med < raw) {
         p.mode = pred;
         p.bytes = med;
@@ -266,7 +295,9 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
     l3_tile_rect(info->width, info->height, info->tile_width, info->tile_height, t, &x0,
                  &y0, &w, &h);
     const size_t area = e->area, n = (size_t)w * h;
-    const size_t groups = (size_t)info->tile_height * ((info->tile_width + 15) / 16);
+    const size_t g16 = (size_t)info->tile_height * ((info->tile_width + L3_GROUP - 1) / L3_GROUP);
+    const size_t groups = g16 + (size_t)info->tile_height *
+                                    ((info->tile_width + L3_GROUP_SHORT - 1) / L3_GROUP_SHORT);
     uint16_t *sc = e->scratch + e->scratch_per * worker;
     uint16_t *pl[NCAND], *zz[NCAND];
     for (int c = 0; c < NCAND; c++) {
@@ -319,11 +350,11 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
      * and is taken unless MED saves more than grad_bias/32 */
     const unsigned r = P >= 3 ? 1 : 0;
     unsigned pred = L3_PLANE_MED;
-    plans[r] = plan_plane(pl[r], w, h, depth, zz[r], syms[r], e->exact, L3_PLANE_MED);
-    if (plans[r].mode == L3_PLANE_MED) {
+    plans[r] = plan_plane(pl[r], w, h, depth, zz[r], syms[r], e->exact, L3_PLANE_MED, g16, e->short_bias);
+    if (L3_PLANE_KIND(plans[r].mode) == L3_PLANE_MED) {
         struct plan g = plan_plane(pl[r], w, h, depth, zz[6], syms[6], e->exact,
-                                   L3_PLANE_GRAD);
-        if (g.mode == L3_PLANE_GRAD && g.bytes * 32 <= plans[r].bytes * (32 + e->grad_bias)) {
+                                   L3_PLANE_GRAD, g16, e->short_bias);
+        if (L3_PLANE_KIND(g.mode) == L3_PLANE_GRAD && g.bytes * 32 <= plans[r].bytes * (32 + e->grad_bias)) {
             pred = L3_PLANE_GRAD;
             plans[r] = g;
             uint16_t *tz = zz[r];
@@ -334,17 +365,34 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
             syms[6] = ts;
         }
     }
+    /* period-2 patterns (dithered renders): try LEFT2 where coding is costly */
+    if ((L3_PLANE_KIND(plans[r].mode) == L3_PLANE_MED ||
+         L3_PLANE_KIND(plans[r].mode) == L3_PLANE_GRAD) &&
+        plans[r].bytes * 4 > (uint64_t)n * depth / 8) {
+        struct plan l2 = plan_plane(pl[r], w, h, depth, zz[6], syms[6], e->exact,
+                                    L3_PLANE_LEFT2, g16, e->short_bias);
+        if (L3_PLANE_KIND(l2.mode) == L3_PLANE_LEFT2 && l2.bytes < plans[r].bytes) {
+            pred = L3_PLANE_LEFT2;
+            plans[r] = l2;
+            uint16_t *tz = zz[r];
+            zz[r] = zz[6];
+            zz[6] = tz;
+            uint8_t *ts = syms[r];
+            syms[r] = syms[6];
+            syms[6] = ts;
+        }
+    }
     for (unsigned c = 0; c < P; c++)
         if (c != r)
-            plans[c] = plan_plane(pl[c], w, h, depth, zz[c], syms[c], e->exact, pred);
+            plans[c] = plan_plane(pl[c], w, h, depth, zz[c], syms[c], e->exact, pred, g16, e->short_bias);
     if (P >= 3) {
         const uint32_t mask = (1u << depth) - 1;
         for (size_t i = 0; i < n; i++) {
             pl[4][i] = (uint16_t)((pl[0][i] - pl[1][i]) & mask);
             pl[5][i] = (uint16_t)((pl[2][i] - pl[1][i]) & mask);
         }
-        plans[4] = plan_plane(pl[4], w, h, depth, zz[4], syms[4], e->exact, pred);
-        plans[5] = plan_plane(pl[5], w, h, depth, zz[5], syms[5], e->exact, pred);
+        plans[4] = plan_plane(pl[4], w, h, depth, zz[4], syms[4], e->exact, pred, g16, e->short_bias);
+        plans[5] = plan_plane(pl[5], w, h, depth, zz[5], syms[5], e->exact, pred, g16, e->short_bias);
         if (plans[4].bytes + plans[5].bytes < plans[0].bytes + plans[2].bytes) {
             flags = L3_TILE_XFORM_G;
             use[0] = 4;
@@ -361,9 +409,12 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
         unsigned u = use[c];
         unsigned mode = plans[u].mode;
         uint8_t *start = p;
-        if (mode == L3_PLANE_MED || mode == L3_PLANE_GRAD) {
+        if (mode >= L3_PLANE_MED) {
             /* the plan's size is an estimate: write, then keep the smaller */
-            size_t len = (size_t)(plane_write_med(zz[u], syms[u], w, h, depth, wb) - wb);
+            int sh = (mode & L3_PLANE_SHORT) != 0;
+            size_t len = (size_t)(plane_write_med(zz[u], syms[u] + (sh ? g16 : 0), w, h,
+                                                  depth, wb,
+                                                  sh ? L3_GROUP_SHORT : L3_GROUP) - wb);
             if (len < raw) {
                 memcpy(p, wb, len);
                 p += len;
@@ -428,7 +479,8 @@ int l3_encode(const struct l3_info *info_in, const void *pixels, size_t stride,
         threads = (unsigned)tiles;
     const unsigned P = info.channels;
     size_t area = (size_t)tw * th;
-    size_t groups = (size_t)th * ((tw + 15) / 16);
+    size_t groups = (size_t)th * ((tw + L3_GROUP - 1) / L3_GROUP) +
+                    (size_t)th * ((tw + L3_GROUP_SHORT - 1) / L3_GROUP_SHORT);
     size_t scratch_per = 2 * NCAND * area + (NCAND * groups + 1) / 2 + 1;
     uint64_t slot = L3_TILE_HEADER_BYTES(P) + (uint64_t)P * l3_plane_max_bytes(tw, th,
                                                                                  info.bit_depth);
@@ -447,6 +499,7 @@ int l3_encode(const struct l3_info *info_in, const void *pixels, size_t stride,
     e.scratch_per = scratch_per;
     e.exact = opts && opts->effort >= 2;
     e.grad_bias = e.exact ? 0 : 3;
+    e.short_bias = e.exact ? 0 : 1;
     /* worst MED stream: every code escaped, plus group symbols */
     e.wbuf_per = (area * (L3_ESCAPE + info.bit_depth) + groups * 8) / 8 + 16;
     mem += (uint64_t)e.wbuf_per * threads;

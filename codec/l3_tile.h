@@ -65,8 +65,12 @@
 #define L3_PLANE_RAW 1u   /* w*h samples of depth bits each */
 #define L3_PLANE_MED 2u   /* MED prediction + grouped Rice codes */
 #define L3_PLANE_GRAD 3u  /* gradient a+b-c prediction + grouped Rice codes */
+#define L3_PLANE_LEFT2 4u /* sample two to the left + grouped Rice codes */
+#define L3_PLANE_SHORT 0x10u /* flag on modes 2-4: Rice groups of 8, not 16 */
+#define L3_PLANE_KIND(m) ((m) & 0x0fu)
 
 #define L3_GROUP 16u      /* samples per Rice group (along a row) */
+#define L3_GROUP_SHORT 8u /* ... with L3_PLANE_SHORT */
 #define L3_ESCAPE 16u     /* unary length that signals an escaped sample */
 
 #define L3_TILE_MAX_PLANES 4u
@@ -237,7 +241,9 @@ L3_TILE_FN int l3_tile_parse(const uint8_t *tile, size_t size, unsigned planes,
         th->mode[p] = tile[1 + 5 * p];
         th->len[p] = l3_rd_u32le(tile + 2 + 5 * p);
         th->off[p] = (uint32_t)off;
-        if (th->mode[p] > L3_PLANE_GRAD)
+        uint32_t kind = L3_PLANE_KIND(th->mode[p]);
+        if (kind > L3_PLANE_LEFT2 || (th->mode[p] & ~(L3_PLANE_SHORT | 0x0fu)) ||
+            ((th->mode[p] & L3_PLANE_SHORT) && kind < L3_PLANE_MED))
             return L3_ERR_CORRUPT;
         off += th->len[p];
         if (off > size)
@@ -313,20 +319,20 @@ L3_TILE_FN uint32_t l3_unzigzag(uint32_t v)
  * most L3_ESCAPE + depth bits, so for depth <= 8 two codes fit one refill. */
 L3_TILE_FORCE int l3_plane_decode_pred(const uint8_t *s, size_t len, uint32_t w,
                                        uint32_t h, unsigned depth, uint16_t *dst,
-                                       const int grad)
+                                       const int grad, const uint32_t gs)
 {
     struct l3_br br;
     l3_br_init(&br, s, len);
     const uint32_t mask = (1u << depth) - 1;
     const uint32_t maxsym = depth + 1;
-    const uint32_t pair = depth <= 8 ? 2 : L3_GROUP + 1; /* pairs only when they fit */
+    const uint32_t pair = depth <= 8 ? 2 : gs + 1; /* pairs only when they fit */
     uint32_t sym = 0, bad = 0;
     for (uint32_t y = 0; y < h; y++) {
         uint16_t *row = dst + (size_t)y * w;
         const uint16_t *up = y ? row - w : row; /* not read on row 0 */
         uint32_t a = y ? up[0] : 0, c = a;
-        for (uint32_t x0 = 0; x0 < w; x0 += L3_GROUP) {
-            uint32_t n = w - x0 < L3_GROUP ? w - x0 : L3_GROUP;
+        for (uint32_t x0 = 0; x0 < w; x0 += gs) {
+            uint32_t n = w - x0 < gs ? w - x0 : gs;
             l3_br_refill(&br);
             sym = l3_read_symbol(&br, sym);
             if (sym > maxsym)
@@ -403,16 +409,46 @@ L3_TILE_FORCE int l3_plane_decode_pred(const uint8_t *s, size_t len, uint32_t w,
     return l3_br_finish(&br);
 }
 
-L3_TILE_FN int l3_plane_decode_med(const uint8_t *s, size_t len, uint32_t w,
-                                   uint32_t h, unsigned depth, uint16_t *dst)
+/* LEFT2 plane: each sample is predicted by the sample two to its left in the
+ * same row; at x = 0 and 1 the missing neighbours are the first sample of the
+ * row above (0 on the first row). Period-2 dither patterns predict well, and
+ * the decoder has no one-sample serial chain. */
+L3_TILE_FN int l3_plane_decode_left2(const uint8_t *s, size_t len, uint32_t w,
+                                     uint32_t h, unsigned depth, uint16_t *dst,
+                                     uint32_t gs)
 {
-    return l3_plane_decode_pred(s, len, w, h, depth, dst, 0);
-}
-
-L3_TILE_FN int l3_plane_decode_grad(const uint8_t *s, size_t len, uint32_t w,
-                                    uint32_t h, unsigned depth, uint16_t *dst)
-{
-    return l3_plane_decode_pred(s, len, w, h, depth, dst, 1);
+    struct l3_br br;
+    l3_br_init(&br, s, len);
+    const uint32_t mask = (1u << depth) - 1;
+    const uint32_t maxsym = depth + 1;
+    uint32_t sym = 0, bad = 0;
+    for (uint32_t y = 0; y < h; y++) {
+        uint16_t *row = dst + (size_t)y * w;
+        uint32_t a1 = y ? row[-(ptrdiff_t)w] : 0, a2 = a1;
+        for (uint32_t x0 = 0; x0 < w; x0 += gs) {
+            uint32_t n = w - x0 < gs ? w - x0 : gs;
+            l3_br_refill(&br);
+            sym = l3_read_symbol(&br, sym);
+            if (sym > maxsym)
+                return L3_ERR_CORRUPT;
+            uint16_t *o = row + x0;
+            for (uint32_t i = 0; i < n; i++) {
+                uint32_t v = 0;
+                if (sym) {
+                    l3_br_refill(&br);
+                    v = l3_read_rice(&br, sym - 1, depth);
+                    bad |= v;
+                }
+                uint32_t x = (a2 + l3_unzigzag(v)) & mask;
+                a2 = a1;
+                a1 = x;
+                o[i] = (uint16_t)x;
+            }
+        }
+    }
+    if (bad >> depth)
+        return L3_ERR_CORRUPT;
+    return l3_br_finish(&br);
 }
 
 L3_TILE_FN int l3_plane_decode_raw(const uint8_t *s, size_t len, uint32_t w,
@@ -468,8 +504,18 @@ L3_TILE_FN int l3_tile_plane_decode(const uint8_t *s, size_t len, unsigned mode,
     switch (mode) {
     case L3_PLANE_CONST: return l3_plane_decode_const(s, len, w, h, depth, dst);
     case L3_PLANE_RAW: return l3_plane_decode_raw(s, len, w, h, depth, dst);
-    case L3_PLANE_MED: return l3_plane_decode_med(s, len, w, h, depth, dst);
-    case L3_PLANE_GRAD: return l3_plane_decode_grad(s, len, w, h, depth, dst);
+    case L3_PLANE_MED:
+        return l3_plane_decode_pred(s, len, w, h, depth, dst, 0, L3_GROUP);
+    case L3_PLANE_MED | L3_PLANE_SHORT:
+        return l3_plane_decode_pred(s, len, w, h, depth, dst, 0, L3_GROUP_SHORT);
+    case L3_PLANE_GRAD:
+        return l3_plane_decode_pred(s, len, w, h, depth, dst, 1, L3_GROUP);
+    case L3_PLANE_GRAD | L3_PLANE_SHORT:
+        return l3_plane_decode_pred(s, len, w, h, depth, dst, 1, L3_GROUP_SHORT);
+    case L3_PLANE_LEFT2:
+        return l3_plane_decode_left2(s, len, w, h, depth, dst, L3_GROUP);
+    case L3_PLANE_LEFT2 | L3_PLANE_SHORT:
+        return l3_plane_decode_left2(s, len, w, h, depth, dst, L3_GROUP_SHORT);
     default: return L3_ERR_CORRUPT;
     }
 }
