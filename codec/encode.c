@@ -161,6 +161,64 @@ static uint64_t plane_plan(const uint16_t *z, uint32_t w, uint32_t h, unsigned d
     return bits;
 }
 
+/* Fast rule: the smallest k with n * 2^(k+1) >= sum. */
+static inline unsigned fast_k(uint32_t s, uint32_t n, unsigned depth)
+{
+    unsigned k = 0;
+    while (k < depth && (n << (k + 1)) < s)
+        k++;
+    return k;
+}
+
+static inline uint32_t fast_cost(uint32_t s, uint32_t n, unsigned depth, unsigned prev,
+                                 unsigned *sym)
+{
+    if (s == 0) {
+        *sym = 0;
+        return sym_cost(0, prev);
+    }
+    unsigned k = fast_k(s, n, depth);
+    *sym = k + 1;
+    return n * (k + 1) + (s >> k) + sym_cost(k + 1, prev);
+}
+
+/* Both fast plans (groups of 16 into syms16, groups of 8 into syms8) from one
+ * pass of group sums; estimated bits into bits16/bits8. */
+static void plane_plan_both(const uint16_t *z, uint32_t w, uint32_t h, unsigned depth,
+                            uint8_t *syms16, uint8_t *syms8, uint64_t *bits16,
+                            uint64_t *bits8)
+{
+    uint64_t b16 = 0, b8 = 0;
+    unsigned p16 = 0, p8 = 0;
+    size_t g16 = 0, g8 = 0;
+    for (uint32_t y = 0; y < h; y++) {
+        const uint16_t *zr = z + (size_t)y * w;
+        for (uint32_t x0 = 0; x0 < w; x0 += 16) {
+            uint32_t n = w - x0 < 16 ? w - x0 : 16;
+            uint32_t na = n < 8 ? n : 8, nb = n - na;
+            uint32_t sa = 0, sb = 0;
+            for (uint32_t i = 0; i < na; i++)
+                sa += zr[x0 + i];
+            for (uint32_t i = 0; i < nb; i++)
+                sb += zr[x0 + 8 + i];
+            unsigned sym;
+            b16 += fast_cost(sa + sb, n, depth, p16, &sym);
+            syms16[g16++] = (uint8_t)sym;
+            p16 = sym;
+            b8 += fast_cost(sa, na, depth, p8, &sym);
+            syms8[g8++] = (uint8_t)sym;
+            p8 = sym;
+            if (nb) {
+                b8 += fast_cost(sb, nb, depth, p8, &sym);
+                syms8[g8++] = (uint8_t)sym;
+                p8 = sym;
+            }
+        }
+    }
+    *bits16 = b16;
+    *bits8 = b8;
+}
+
 static uint8_t *plane_write_med(const uint16_t *z, const uint8_t *syms, uint32_t w,
                                 uint32_t h, unsigned depth, uint8_t *out, const uint32_t gs)
 {
@@ -270,8 +328,15 @@ static struct plan plan_plane(const uint16_t *src, uint32_t w, uint32_t h,
     }
     uint64_t raw = ((uint64_t)n * depth + 7) / 8;
     plane_residuals(src, w, h, depth, z, pred);
-    uint64_t med = (plane_plan(z, w, h, depth, syms, exact, L3_GROUP) + 7) / 8;
-    uint64_t med8 = (plane_plan(z, w, h, depth, syms + g16, exact, L3_GROUP_SHORT) + 7) / 8;
+    uint64_t med, med8;
+    if (exact) {
+        med = plane_plan(z, w, h, depth, syms, exact, L3_GROUP);
+        med8 = plane_plan(z, w, h, depth, syms + g16, exact, L3_GROUP_SHORT);
+    } else {
+        plane_plan_both(z, w, h, depth, syms, syms + g16, &med, &med8);
+    }
+    med = (med + 7) / 8;
+    med8 = (med8 + 7) / 8;
     if (med8 * 32 < med * (32 - short_bias)) {
         med = med8;
         pred |= L3_PLANE_SHORT;
