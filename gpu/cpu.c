@@ -1,0 +1,453 @@
+/* cpu.c — formats, statuses and the CPU reference of batch decoding.
+ *
+ * The batch decode here runs exactly the steps of the CUDA path: validate the
+ * header and tile table (l3_read_layout), decode each tile with the codec's
+ * l3_tile_decode(), turn each pixel into channel order with l3_tile_pixel(),
+ * convert it with l3_convert.h. Work items are (image, tile) pairs handed out
+ * to a small pool of threads.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "l3.h"
+#include "l3_tile.h"
+#include "l3gpu.h"
+#include "l3_convert.h"
+
+const char *l3gpu_strerror(int status)
+{
+    switch (status) {
+    case L3GPU_OK: return "success";
+    case L3GPU_ERR_INVALID_ARG: return "invalid argument";
+    case L3GPU_ERR_NOMEM: return "out of memory";
+    case L3GPU_ERR_NO_DRIVER: return "no CUDA driver (or one too old for this build)";
+    case L3GPU_ERR_NO_DEVICE: return "no CUDA device (or device index out of range)";
+    case L3GPU_ERR_CUDA: return "CUDA error";
+    case L3GPU_ERR_IMAGE: return "one or more images of the batch failed";
+    case L3GPU_ERR_OUTPUT_TOO_SMALL: return "output buffer too small for the batch";
+    case L3GPU_ERR_SCRATCH_TOO_SMALL: return "scratch buffer too small for the batch";
+    case L3GPU_ERR_NOT_BUILT: return "built without CUDA support";
+    case L3GPU_ERR_THREAD: return "could not start worker threads";
+    default: return "unknown l3gpu status";
+    }
+}
+
+const char *l3gpu_image_strerror(int st)
+{
+    switch (st) {
+    case L3GPU_IMG_SHAPE: return "output shape differs from the rest of the batch";
+    case L3GPU_IMG_ABORTED: return "not decoded: the batch failed";
+    case L3GPU_IMG_PENDING: return "decode pending (batch not finished)";
+    default: return l3_strerror(st);
+    }
+}
+
+void l3gpu_format_init(struct l3gpu_format *fmt)
+{
+    memset(fmt, 0, sizeof *fmt);
+    fmt->layout = L3GPU_HWC;
+    fmt->dtype = L3GPU_U8;
+    for (int c = 0; c < 4; c++) {
+        fmt->scale[c] = 1.0f;
+        fmt->std[c] = 1.0f;
+    }
+}
+
+size_t l3gpu_dtype_size(int dtype)
+{
+    switch (dtype) {
+    case L3GPU_U8: return 1;
+    case L3GPU_U16: return 2;
+    case L3GPU_F32: return 4;
+    case L3GPU_F16: return 2;
+    default: return 0;
+    }
+}
+
+int l3gpu_format_check(const struct l3gpu_format *fmt)
+{
+    if (!fmt)
+        return L3GPU_ERR_INVALID_ARG;
+    if (fmt->layout != L3GPU_HWC && fmt->layout != L3GPU_CHW)
+        return L3GPU_ERR_INVALID_ARG;
+    if (!l3gpu_dtype_size(fmt->dtype))
+        return L3GPU_ERR_INVALID_ARG;
+    if (fmt->channels != 0 && fmt->channels != 1 && fmt->channels != 3 &&
+        fmt->channels != 4)
+        return L3GPU_ERR_INVALID_ARG;
+    if (fmt->normalize) {
+        if (fmt->dtype != L3GPU_F32 && fmt->dtype != L3GPU_F16)
+            return L3GPU_ERR_INVALID_ARG;
+        for (int c = 0; c < 4; c++) {
+            /* finite values, non-zero std (x != x: NaN; inf - inf: NaN) */
+            float s = fmt->scale[c], m = fmt->mean[c], d = fmt->std[c];
+            if (s - s != 0.0f || m - m != 0.0f || d - d != 0.0f || d == 0.0f)
+                return L3GPU_ERR_INVALID_ARG;
+        }
+    }
+    return L3GPU_OK;
+}
+
+int l3cv_prepare(const struct l3_info *info, const struct l3gpu_format *fmt,
+                 struct l3cv_image *im)
+{
+    if (!info || !im || l3gpu_format_check(fmt))
+        return L3GPU_ERR_INVALID_ARG;
+    unsigned planes = l3_planes(info->color);
+    if (!planes || info->width == 0 || info->height == 0)
+        return L3GPU_ERR_INVALID_ARG;
+    if (info->bit_depth != 1 && info->bit_depth != 2 && info->bit_depth != 4 &&
+        info->bit_depth != 8 && info->bit_depth != 16)
+        return L3GPU_ERR_INVALID_ARG;
+    memset(im, 0, sizeof *im);
+    im->width = info->width;
+    im->height = info->height;
+    im->color = info->color;
+    im->planes = (uint8_t)planes;
+    im->depth = info->bit_depth;
+    im->dtype = (uint8_t)fmt->dtype;
+    im->layout = (uint8_t)fmt->layout;
+    im->normalize = fmt->normalize ? 1 : 0;
+    for (int c = 0; c < 4; c++) {
+        im->scale[c] = fmt->normalize ? fmt->scale[c] : 1.0f;
+        im->mean[c] = fmt->normalize ? fmt->mean[c] : 0.0f;
+        im->std[c] = fmt->normalize ? fmt->std[c] : 1.0f;
+    }
+    im->srcmax = info->bit_depth == 16 ? 65535u : (1u << info->bit_depth) - 1u;
+    unsigned C = fmt->channels ? (unsigned)fmt->channels : planes;
+    im->out_channels = (uint8_t)C;
+    unsigned color = info->color;
+    if (color == L3_COLOR_PALETTE) {
+        if (fmt->channels == 0) {
+            im->srcmax = 255u; /* the index, as an 8-bit sample */
+        } else {
+            im->expand = 1;
+            im->srcmax = 255u;
+            memcpy(im->palette, info->palette, sizeof im->palette);
+            /* entries past palette_len are zero in l3_info; keep them so */
+            color = L3_COLOR_RGBA;
+        }
+    }
+    if ((color == L3_COLOR_GRAY || color == L3_COLOR_RGB) && info->has_trns_key) {
+        im->has_key = 1;
+        for (int k = 0; k < 3; k++) im->key[k] = info->trns_key[k];
+    }
+    static const uint8_t A = L3CV_SEL_ALPHA, L = L3CV_SEL_LUMA;
+    uint8_t map[4] = {0, 1, 2, 3};
+    if (fmt->channels != 0) {
+        switch (color) {
+        case L3_COLOR_GRAY:
+        case L3_COLOR_GRAY_ALPHA: {
+            uint8_t a = color == L3_COLOR_GRAY ? A : 1;
+            if (C == 1) { map[0] = 0; }
+            else if (C == 3) { map[0] = map[1] = map[2] = 0; }
+            else { map[0] = map[1] = map[2] = 0; map[3] = a; }
+            break;
+        }
+        case L3_COLOR_RGB:
+        case L3_COLOR_RGBA: {
+            uint8_t a = color == L3_COLOR_RGB ? A : 3;
+            if (C == 1) map[0] = L;
+            else if (C == 4) map[3] = a;
+            break;
+        }
+        default: return L3GPU_ERR_INVALID_ARG;
+        }
+    }
+    for (unsigned c = C; c < 4; c++) map[c] = 0;
+    memcpy(im->map, map, 4);
+    return L3GPU_OK;
+}
+
+int l3gpu_output_shape(const struct l3_info *info, const struct l3gpu_format *fmt,
+                       uint32_t shape_ret[3], size_t *bytes_ret)
+{
+    if (!info || l3gpu_format_check(fmt))
+        return L3GPU_ERR_INVALID_ARG;
+    unsigned planes = l3_planes(info->color);
+    if (!planes)
+        return L3GPU_ERR_INVALID_ARG;
+    uint32_t C = fmt->channels ? (uint32_t)fmt->channels : planes;
+    if (shape_ret) {
+        if (fmt->layout == L3GPU_HWC) {
+            shape_ret[0] = info->height;
+            shape_ret[1] = info->width;
+            shape_ret[2] = C;
+        } else {
+            shape_ret[0] = C;
+            shape_ret[1] = info->height;
+            shape_ret[2] = info->width;
+        }
+    }
+    if (bytes_ret) {
+        /* width, height <= 2^20 and C <= 4, dtype <= 4: fits in 64 bits */
+        uint64_t b = (uint64_t)info->width * info->height * C * l3gpu_dtype_size(fmt->dtype);
+        if (b > SIZE_MAX)
+            return L3GPU_ERR_INVALID_ARG;
+        *bytes_ret = (size_t)b;
+    }
+    return L3GPU_OK;
+}
+
+int l3gpu_cpu_convert(const struct l3_info *info, const void *pixels, size_t stride,
+                      const struct l3gpu_format *fmt, void *out)
+{
+    struct l3cv_image *im = malloc(sizeof *im);
+    if (!im)
+        return L3GPU_ERR_NOMEM;
+    int st = (!pixels || !out) ? L3GPU_ERR_INVALID_ARG : l3cv_prepare(info, fmt, im);
+    if (st) {
+        free(im);
+        return st;
+    }
+    size_t sb = info->bit_depth == 16 ? 2 : 1;
+    if (!stride)
+        stride = (size_t)info->width * im->planes * sb;
+    for (uint32_t y = 0; y < info->height; y++) {
+        const uint8_t *row = (const uint8_t *)pixels + (size_t)y * stride;
+        for (uint32_t x = 0; x < info->width; x++) {
+            uint32_t px[4] = {0, 0, 0, 0}, v[4];
+            for (unsigned c = 0; c < im->planes; c++) {
+                size_t k = (size_t)x * im->planes + c;
+                if (sb == 2) {
+                    uint16_t s;
+                    memcpy(&s, row + 2 * k, 2);
+                    px[c] = s;
+                } else {
+                    px[c] = row[k];
+                }
+            }
+            l3cv_map(im, px, v);
+            l3cv_store(im, out, x, y, v);
+        }
+    }
+    free(im);
+    return L3GPU_OK;
+}
+
+/* ---------------- CPU batch decode ---------------- */
+
+struct cpu_image {
+    const uint8_t *data;
+    const uint8_t *payload;
+    const uint8_t *table;
+    uint64_t payload_size;
+    struct l3_info info;
+    struct l3cv_image cv;
+    uint8_t *out;
+    size_t out_bytes;
+    int direct;           /* output equals l3_tile_store()'s layout */
+    _Atomic int status;
+};
+
+struct cpu_batch {
+    struct cpu_image *im;
+    size_t n;
+    uint64_t *tile_start; /* prefix sums of tile counts, n + 1 entries */
+    uint64_t total;
+    atomic_uint_fast64_t next;
+    size_t scratch_elems;
+};
+
+static int tile_work(struct cpu_batch *b, uint64_t k, uint16_t *buf)
+{
+    /* image of work item k: last i with tile_start[i] <= k */
+    size_t lo = 0, hi = b->n;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (b->tile_start[mid] <= k) lo = mid;
+        else hi = mid;
+    }
+    struct cpu_image *im = &b->im[lo];
+    if (atomic_load_explicit(&im->status, memory_order_relaxed))
+        return 0; /* already failed: skip the rest of its tiles */
+    uint64_t t = k - b->tile_start[lo];
+    const struct l3_info *info = &im->info;
+    uint64_t begin, end;
+    l3_tile_span(im->table, t, &begin, &end);
+    if (begin > end || end > im->payload_size) {
+        atomic_store(&im->status, L3_ERR_CORRUPT);
+        return 0;
+    }
+    uint32_t x0, y0, w, h, flags = 0;
+    l3_tile_rect(info->width, info->height, info->tile_width, info->tile_height, t, &x0,
+                 &y0, &w, &h);
+    unsigned planes = im->cv.planes;
+    int st = l3_tile_decode(im->payload + begin, (size_t)(end - begin), planes, w, h,
+                            info->bit_depth, buf, &flags);
+    if (st) {
+        int zero = 0;
+        atomic_compare_exchange_strong(&im->status, &zero, st);
+        return 0;
+    }
+    if (im->direct) {
+        size_t sb = info->bit_depth == 16 ? 2 : 1;
+        size_t stride = (size_t)info->width * planes * sb;
+        l3_tile_store(buf, planes, w, h, info->bit_depth, flags,
+                      im->out + (size_t)y0 * stride + (size_t)x0 * planes * sb, stride);
+        return 0;
+    }
+    const size_t ps = (size_t)w * h;
+    for (uint32_t y = 0; y < h; y++) {
+        for (uint32_t x = 0; x < w; x++) {
+            uint32_t px[4], v[4];
+            l3_tile_pixel(buf, ps, (size_t)y * w + x, planes, info->bit_depth, flags, px);
+            l3cv_map(&im->cv, px, v);
+            l3cv_store(&im->cv, im->out, x0 + x, y0 + y, v);
+        }
+    }
+    return 0;
+}
+
+static void *worker(void *arg)
+{
+    struct cpu_batch *b = arg;
+    uint16_t *buf = malloc(b->scratch_elems * sizeof(uint16_t));
+    if (!buf)
+        return (void *)1;
+    for (;;) {
+        uint64_t k = atomic_fetch_add(&b->next, 1);
+        if (k >= b->total)
+            break;
+        tile_work(b, k, buf);
+    }
+    free(buf);
+    return NULL;
+}
+
+/* Output of a decode is "direct" when l3_tile_store() writes it as is. */
+static int is_direct(const struct l3_info *info, const struct l3gpu_format *fmt)
+{
+    if (fmt->layout != L3GPU_HWC || fmt->channels != 0 || fmt->normalize)
+        return 0;
+    if (info->bit_depth == 8)
+        return fmt->dtype == L3GPU_U8;
+    if (info->bit_depth == 16)
+        return fmt->dtype == L3GPU_U16;
+    /* sub-byte palette indices stay indices in both */
+    return info->color == L3_COLOR_PALETTE && fmt->dtype == L3GPU_U8;
+}
+
+int l3gpu_cpu_decode_batch(const struct l3gpu_input *in, size_t n,
+                           const struct l3gpu_format *fmt, void *out,
+                           size_t out_size, void *const *out_ptrs, int *status_ret,
+                           unsigned threads)
+{
+    if ((n && (!in || !status_ret)) || (!out == !out_ptrs) || l3gpu_format_check(fmt))
+        return L3GPU_ERR_INVALID_ARG;
+    if (n == 0)
+        return L3GPU_OK;
+    struct cpu_batch b;
+    memset(&b, 0, sizeof b);
+    b.n = n;
+    b.im = calloc(n, sizeof *b.im);
+    b.tile_start = calloc(n + 1, sizeof *b.tile_start);
+    if (!b.im || !b.tile_start) {
+        free(b.im);
+        free(b.tile_start);
+        return L3GPU_ERR_NOMEM;
+    }
+    int ret = L3GPU_OK;
+    size_t slot = 0; /* contiguous: bytes per image (first valid image) */
+    uint32_t shape0[3] = {0, 0, 0};
+    int have_shape = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct cpu_image *im = &b.im[i];
+        struct l3_layout lay;
+        int st = in[i].data ? l3_read_layout(in[i].data, in[i].size, &im->info, &lay, NULL)
+                            : L3_ERR_INVALID_ARG;
+        if (!st && (lay.header_size > in[i].size ||
+                    lay.payload_size > in[i].size - lay.header_size))
+            st = L3_ERR_TRUNCATED;
+        if (!st && l3cv_prepare(&im->info, fmt, &im->cv))
+            st = L3_ERR_UNSUPPORTED;
+        uint32_t shape[3];
+        size_t bytes = 0;
+        if (!st && l3gpu_output_shape(&im->info, fmt, shape, &bytes))
+            st = L3_ERR_UNSUPPORTED;
+        if (!st && out) {
+            if (!have_shape) {
+                memcpy(shape0, shape, sizeof shape);
+                slot = bytes;
+                have_shape = 1;
+            } else if (memcmp(shape0, shape, sizeof shape)) {
+                st = L3GPU_IMG_SHAPE;
+            }
+        }
+        if (!st) {
+            im->data = in[i].data;
+            im->payload = im->data + lay.header_size;
+            im->table = im->data + lay.table_offset;
+            im->payload_size = lay.payload_size;
+            im->out_bytes = bytes;
+            im->direct = is_direct(&im->info, fmt);
+            size_t need = (size_t)im->cv.planes * im->info.tile_width * im->info.tile_height;
+            if (need > b.scratch_elems)
+                b.scratch_elems = need;
+        }
+        atomic_init(&im->status, st);
+        b.tile_start[i + 1] = b.tile_start[i] + (st ? 0 : lay.tile_count);
+    }
+    if (out) {
+        if (have_shape && (slot && n > out_size / slot)) {
+            ret = L3GPU_ERR_OUTPUT_TOO_SMALL;
+            goto done;
+        }
+        for (size_t i = 0; i < n; i++)
+            b.im[i].out = (uint8_t *)out + i * slot;
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            b.im[i].out = out_ptrs[i];
+            if (!out_ptrs[i] && !atomic_load(&b.im[i].status))
+                atomic_store(&b.im[i].status, L3_ERR_INVALID_ARG);
+        }
+    }
+    b.total = b.tile_start[n];
+    atomic_init(&b.next, 0);
+    if (threads == 0)
+        threads = 1;
+    if (threads > 256)
+        threads = 256;
+    if (b.total && threads > b.total)
+        threads = (unsigned)b.total;
+    pthread_t tid[256];
+    unsigned started = 0;
+    for (unsigned t = 1; t < threads; t++) {
+        if (pthread_create(&tid[started], NULL, worker, &b))
+            break;
+        started++;
+    }
+    void *r = worker(&b);
+    int failed = r != NULL;
+    for (unsigned t = 0; t < started; t++) {
+        void *rr = NULL;
+        pthread_join(tid[t], &rr);
+        failed |= rr != NULL;
+    }
+    if (failed && atomic_load(&b.next) < b.total) {
+        /* every worker failed to allocate its tile buffer: items are left */
+        ret = L3GPU_ERR_NOMEM;
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct cpu_image *im = &b.im[i];
+        int st = atomic_load(&im->status);
+        status_ret[i] = st;
+        if (st) {
+            if (ret == L3GPU_OK)
+                ret = L3GPU_ERR_IMAGE;
+            if (im->out && out)
+                memset(im->out, 0, slot);
+            else if (im->out && im->out_bytes)
+                memset(im->out, 0, im->out_bytes);
+        }
+    }
+    if (out && !have_shape)
+        memset(out, 0, out_size);
+done:
+    free(b.im);
+    free(b.tile_start);
+    return ret;
+}

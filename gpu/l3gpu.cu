@@ -1,0 +1,698 @@
+/* l3gpu.cu — batch decoding of L3 images on a CUDA device.
+ *
+ * Two launches per batch, whatever its size:
+ *   1. l3g_decode_planes: one thread per (tile, plane) of every image of the
+ *      batch, in one flat grid. Each thread runs the codec's
+ *      l3_tile_plane_decode() (codec/l3_tile.h, the routine the CPU decoder
+ *      runs) on its plane's bitstream and writes the plane as uint16 samples
+ *      into the scratch area (tile-major, plane after plane).
+ *   2. l3g_convert: one thread per output pixel, consecutive threads on
+ *      consecutive pixels of one row, so reads of the decoded planes and
+ *      writes of the output (any layout/dtype) are coalesced. It undoes the
+ *      colour transform with l3_tile_pixel() and converts with l3_convert.h,
+ *      the code the CPU reference runs. Images that failed are zero-filled.
+ * Headers and tile tables are validated on the host before the launch; the
+ * kernels still check every tile span against the payload size, and the tile
+ * routine checks every read against its stream length.
+ */
+#include <cuda_runtime.h>
+
+#include <new>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "l3.h"
+#include "l3_tile.h"
+#include "l3gpu.h"
+#include "l3_convert.h"
+
+namespace {
+
+/* Per-image descriptor, uploaded once per batch. */
+struct l3g_image {
+    const uint8_t *payload;  /* device */
+    const uint8_t *table;    /* device: tile table (u64 end offsets) */
+    uint64_t payload_size;
+    uint64_t scratch_off;    /* uint16 elements: first sample of tile 0, plane 0 */
+    uint64_t tile_base;      /* index of tile 0 in the batch's tile flag array */
+    uint32_t tiles;          /* 0 when the image is not decoded */
+    uint32_t tiles_x;
+    uint32_t tile_w, tile_h;
+    void *out;               /* device output slot, NULL: nothing to write */
+    struct l3cv_image cv;
+};
+
+const size_t ALIGN = 256;
+inline size_t align_up(size_t v) { return (v + ALIGN - 1) / ALIGN * ALIGN; }
+
+__device__ void fail(int *status, uint32_t img, int st)
+{
+    atomicCAS(status + img, 0, st);
+}
+
+/* Kernel 1: one thread per (image, plane, tile), plane-major inside an
+ * image so that neighbouring threads decode the same plane of neighbouring
+ * tiles. item_start: n + 1 prefix sums of tiles * planes. */
+__global__ void __launch_bounds__(128)
+l3g_decode_planes(const l3g_image *__restrict__ ims, const uint64_t *__restrict__ item_start,
+                  uint32_t n, uint64_t items, uint16_t *__restrict__ scratch,
+                  uint8_t *__restrict__ tile_flags, int *__restrict__ status)
+{
+    uint64_t k = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= items)
+        return;
+    uint32_t lo = 0, hi = n; /* last image with item_start <= k */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (item_start[mid] <= k) lo = mid;
+        else hi = mid;
+    }
+    const l3g_image *im = ims + lo;
+    if (*(volatile int *)(status + lo))
+        return; /* the image already failed */
+    uint64_t local = k - item_start[lo];
+    uint32_t plane = (uint32_t)(local / im->tiles);
+    uint32_t t = (uint32_t)(local % im->tiles);
+    uint64_t begin, end;
+    l3_tile_span(im->table, t, &begin, &end);
+    if (begin > end || end > im->payload_size) {
+        fail(status, lo, L3_ERR_CORRUPT);
+        return;
+    }
+    const unsigned planes = im->cv.planes;
+    const uint8_t *tile = im->payload + begin;
+    struct l3_tile_header th;
+    int st = l3_tile_parse(tile, (size_t)(end - begin), planes, &th);
+    if (st) {
+        fail(status, lo, st);
+        return;
+    }
+    uint32_t x0, y0, w, h;
+    l3_tile_rect(im->cv.width, im->cv.height, im->tile_w, im->tile_h, t, &x0, &y0, &w, &h);
+    const size_t area = (size_t)im->tile_w * im->tile_h;
+    uint16_t *dst = scratch + im->scratch_off + ((size_t)t * planes + plane) * area;
+    st = l3_tile_plane_decode(tile + th.off[plane], th.len[plane], th.mode[plane], w, h,
+                              im->cv.depth, dst);
+    if (st) {
+        fail(status, lo, st);
+        return;
+    }
+    if (plane == 0)
+        tile_flags[im->tile_base + t] = (uint8_t)th.flags;
+}
+
+/* Kernel 2: blockIdx.y = image (plus y_base), threads stride over its pixels. */
+__global__ void __launch_bounds__(256)
+l3g_convert(const l3g_image *__restrict__ ims, uint32_t y_base,
+            const uint16_t *__restrict__ scratch, const uint8_t *__restrict__ tile_flags,
+            const int *__restrict__ status)
+{
+    const uint32_t img = y_base + blockIdx.y;
+    const l3g_image *im = ims + img;
+    if (!im->out)
+        return;
+    const uint32_t W = im->cv.width, H = im->cv.height;
+    const uint64_t npix = (uint64_t)W * H;
+    const int st = status[img];
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t p = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; p < npix; p += stride) {
+        uint32_t y = (uint32_t)(p / W), x = (uint32_t)(p % W);
+        if (st) {
+            l3cv_store_zero(&im->cv, im->out, x, y);
+            continue;
+        }
+        const uint32_t tw = im->tile_w, th = im->tile_h;
+        uint32_t tx = x / tw, ty = y / th;
+        uint32_t t = ty * im->tiles_x + tx;
+        uint32_t lx = x - tx * tw, ly = y - ty * th;
+        uint32_t w = W - tx * tw < tw ? W - tx * tw : tw;
+        uint32_t h = H - ty * th < th ? H - ty * th : th;
+        const unsigned planes = im->cv.planes;
+        const uint16_t *buf = scratch + im->scratch_off + (size_t)t * planes * tw * th;
+        uint32_t px[4], v[4];
+        l3_tile_pixel(buf, (size_t)w * h, (size_t)ly * w + lx, planes, im->cv.depth,
+                      tile_flags[im->tile_base + t], px);
+        l3cv_map(&im->cv, px, v);
+        l3cv_store(&im->cv, im->out, x, y, v);
+    }
+}
+
+/* Restores the caller's current device on scope exit. */
+struct device_guard {
+    int prev = -1;
+    explicit device_guard(int dev)
+    {
+        if (cudaGetDevice(&prev) != cudaSuccess)
+            prev = -1;
+        if (prev != dev)
+            cudaSetDevice(dev);
+    }
+    ~device_guard()
+    {
+        int cur = -1;
+        if (prev >= 0 && cudaGetDevice(&cur) == cudaSuccess && cur != prev)
+            cudaSetDevice(prev);
+    }
+};
+
+int map_error(cudaError_t e)
+{
+    switch (e) {
+    case cudaSuccess: return L3GPU_OK;
+    case cudaErrorInsufficientDriver:
+    case cudaErrorInitializationError:
+    case cudaErrorSystemDriverMismatch:
+    case cudaErrorCompatNotSupportedOnDevice:
+    case cudaErrorSystemNotReady:
+        return L3GPU_ERR_NO_DRIVER;
+    case cudaErrorNoDevice:
+    case cudaErrorInvalidDevice:
+        return L3GPU_ERR_NO_DEVICE;
+    case cudaErrorMemoryAllocation:
+        return L3GPU_ERR_NOMEM;
+    default:
+        return L3GPU_ERR_CUDA;
+    }
+}
+
+} // namespace
+
+struct l3gpu_ctx {
+    int device;
+    pthread_mutex_t mu;
+    char err[192];
+    uint8_t *pin = nullptr;       /* pinned staging: descriptors + host inputs */
+    size_t pin_cap = 0;
+    uint8_t *dev = nullptr;       /* device copy of the staging */
+    size_t dev_cap = 0;
+    uint8_t *scratch = nullptr;   /* default scratch */
+    size_t scratch_cap = 0;
+    int *status_pin = nullptr;    /* kernel statuses copied back */
+    size_t status_cap = 0;
+    size_t last_n = 0;            /* images of the last batch */
+    int pending = 0;              /* a batch was launched and not finished */
+    cudaEvent_t staging_free = nullptr; /* H2D copy of the last batch done */
+    cudaEvent_t done = nullptr;         /* last batch complete */
+    cudaStream_t dev_stream = nullptr;  /* stream `dev` and `scratch` were last used on */
+};
+
+static int record(l3gpu_ctx *ctx, cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess)
+        return L3GPU_OK;
+    snprintf(ctx->err, sizeof ctx->err, "%s: %s (%s)", what, cudaGetErrorString(e),
+             cudaGetErrorName(e));
+    return map_error(e);
+}
+
+extern "C" {
+
+int l3gpu_device_count(int *count_ret)
+{
+    if (!count_ret)
+        return L3GPU_ERR_INVALID_ARG;
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        *count_ret = 0;
+        int st = map_error(e);
+        return st == L3GPU_ERR_CUDA ? L3GPU_ERR_NO_DRIVER : st;
+    }
+    *count_ret = n;
+    return n > 0 ? L3GPU_OK : L3GPU_ERR_NO_DEVICE;
+}
+
+int l3gpu_ctx_create(int device, l3gpu_ctx **ctx_ret)
+{
+    if (!ctx_ret)
+        return L3GPU_ERR_INVALID_ARG;
+    *ctx_ret = nullptr;
+    int count = 0;
+    int st = l3gpu_device_count(&count);
+    if (st)
+        return st;
+    if (device < 0 || device >= count)
+        return L3GPU_ERR_NO_DEVICE;
+    l3gpu_ctx *ctx = new (std::nothrow) l3gpu_ctx;
+    if (!ctx)
+        return L3GPU_ERR_NOMEM;
+    ctx->device = device;
+    ctx->err[0] = 0;
+    pthread_mutex_init(&ctx->mu, nullptr);
+    device_guard g(device);
+    cudaError_t e = cudaFree(nullptr); /* creates the primary context */
+    if (e == cudaSuccess)
+        e = cudaEventCreateWithFlags(&ctx->staging_free, cudaEventDisableTiming);
+    if (e == cudaSuccess)
+        e = cudaEventCreateWithFlags(&ctx->done, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+        st = map_error(e);
+        l3gpu_ctx_destroy(ctx);
+        return st == L3GPU_OK ? L3GPU_ERR_CUDA : st;
+    }
+    *ctx_ret = ctx;
+    return L3GPU_OK;
+}
+
+void l3gpu_ctx_destroy(l3gpu_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    {
+        device_guard g(ctx->device);
+        if (ctx->done)
+            cudaEventSynchronize(ctx->done);
+        if (ctx->staging_free)
+            cudaEventSynchronize(ctx->staging_free);
+        if (ctx->dev)
+            cudaFree(ctx->dev);
+        if (ctx->scratch)
+            cudaFree(ctx->scratch);
+        if (ctx->pin)
+            cudaFreeHost(ctx->pin);
+        if (ctx->status_pin)
+            cudaFreeHost(ctx->status_pin);
+        if (ctx->done)
+            cudaEventDestroy(ctx->done);
+        if (ctx->staging_free)
+            cudaEventDestroy(ctx->staging_free);
+    }
+    pthread_mutex_destroy(&ctx->mu);
+    delete ctx;
+}
+
+const char *l3gpu_ctx_error(const l3gpu_ctx *ctx)
+{
+    if (!ctx)
+        return "no context";
+    return ctx->err[0] ? ctx->err : "no error";
+}
+
+int l3gpu_ctx_device(const l3gpu_ctx *ctx)
+{
+    return ctx ? ctx->device : -1;
+}
+
+int l3gpu_scratch_size(const struct l3_info *infos, size_t n, size_t *bytes_ret)
+{
+    if ((n && !infos) || !bytes_ret)
+        return L3GPU_ERR_INVALID_ARG;
+    uint64_t tiles = 0, samples = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct l3_info *f = &infos[i];
+        unsigned planes = l3_planes(f->color);
+        uint64_t t = (uint64_t)f->tiles_x * f->tiles_y;
+        tiles += t;
+        samples += t * planes * f->tile_width * f->tile_height;
+    }
+    uint64_t b = align_up((size_t)(samples * 2)) + align_up((size_t)tiles);
+    if (b > SIZE_MAX)
+        return L3GPU_ERR_INVALID_ARG;
+    *bytes_ret = (size_t)b;
+    return L3GPU_OK;
+}
+
+/* Grows a device buffer, stream-ordered: the old one is freed on the stream
+ * it was last used on, the new one allocated on `stream`. */
+static cudaError_t grow_device(uint8_t **buf, size_t *cap, size_t need, cudaStream_t old_stream,
+                               cudaStream_t stream)
+{
+    if (*cap >= need)
+        return cudaSuccess;
+    size_t ncap = need + need / 4;
+    if (*buf) {
+        cudaError_t e = cudaFreeAsync(*buf, old_stream);
+        if (e != cudaSuccess)
+            return e;
+        *buf = nullptr;
+        *cap = 0;
+    }
+    void *p = nullptr;
+    cudaError_t e = cudaMallocAsync(&p, ncap, stream);
+    if (e != cudaSuccess)
+        return e;
+    *buf = (uint8_t *)p;
+    *cap = ncap;
+    return cudaSuccess;
+}
+
+static cudaError_t grow_pinned(void **buf, size_t *cap, size_t need)
+{
+    if (*cap >= need)
+        return cudaSuccess;
+    size_t ncap = need + need / 4;
+    if (*buf)
+        cudaFreeHost(*buf);
+    *buf = nullptr;
+    *cap = 0;
+    cudaError_t e = cudaHostAlloc(buf, ncap, cudaHostAllocDefault);
+    if (e != cudaSuccess)
+        return e;
+    *cap = ncap;
+    return cudaSuccess;
+}
+
+struct host_image { /* host-side plan of one image */
+    struct l3_info info;
+    struct l3_layout lay;
+    size_t in_off;    /* offset of its bytes in the staging (host/pinned inputs) */
+    size_t out_bytes;
+};
+
+static int decode_batch_locked(l3gpu_ctx *ctx, const struct l3gpu_input *in, size_t n,
+                               int memory, const struct l3gpu_format *fmt, void *out,
+                               size_t out_size, void *const *out_ptrs, void *scratch,
+                               size_t scratch_size, int *status_ret, cudaStream_t stream)
+{
+    /* The previous batch's staging must have been copied before it is reused;
+     * its device buffers are reused in stream order: make this stream wait
+     * for the previous batch (device-side wait, no host block). */
+    cudaError_t e = cudaEventSynchronize(ctx->staging_free);
+    if (e == cudaSuccess && ctx->pending)
+        e = cudaStreamWaitEvent(stream, ctx->done, 0);
+    if (e != cudaSuccess)
+        return record(ctx, e, "waiting for the previous batch");
+
+    host_image *hi = (host_image *)calloc(n, sizeof *hi);
+    if (!hi)
+        return L3GPU_ERR_NOMEM;
+    int ret = L3GPU_OK;
+
+    /* 1. headers and tile tables, on the host */
+    uint8_t *probe = nullptr; /* device inputs: header bytes copied back */
+    size_t probe_cap = 0;
+    size_t in_total = 0;
+    uint32_t shape0[3] = {0, 0, 0};
+    int have_shape = 0;
+    size_t slot = 0;
+    for (size_t i = 0; i < n; i++) {
+        int st = L3_OK;
+        if (!in[i].data) {
+            st = L3_ERR_INVALID_ARG;
+        } else if (memory == L3GPU_MEM_DEVICE) {
+            size_t want = in[i].size < 65536 ? in[i].size : 65536;
+            for (int round = 0; round < 2; round++) {
+                if (e == cudaSuccess)
+                    e = grow_pinned((void **)&probe, &probe_cap, want);
+                if (e == cudaSuccess)
+                    e = cudaMemcpyAsync(probe, in[i].data, want, cudaMemcpyDeviceToHost, stream);
+                if (e == cudaSuccess)
+                    e = cudaStreamSynchronize(stream);
+                if (e != cudaSuccess) {
+                    ret = record(ctx, e, "reading headers of device inputs");
+                    break;
+                }
+                size_t needed = 0;
+                st = l3_read_layout(probe, want, &hi[i].info, &hi[i].lay, &needed);
+                if (st == L3_ERR_TRUNCATED && needed > want && needed <= in[i].size && round == 0) {
+                    want = needed;
+                    continue;
+                }
+                break;
+            }
+            if (ret)
+                break;
+        } else {
+            st = l3_read_layout(in[i].data, in[i].size, &hi[i].info, &hi[i].lay, nullptr);
+        }
+        if (!st && (hi[i].lay.header_size > in[i].size ||
+                    hi[i].lay.payload_size > in[i].size - hi[i].lay.header_size))
+            st = L3_ERR_TRUNCATED;
+        uint32_t shape[3];
+        if (!st && l3gpu_output_shape(&hi[i].info, fmt, shape, &hi[i].out_bytes))
+            st = L3_ERR_UNSUPPORTED;
+        if (!st && out) {
+            if (!have_shape) {
+                memcpy(shape0, shape, sizeof shape);
+                slot = hi[i].out_bytes;
+                have_shape = 1;
+            } else if (memcmp(shape, shape0, sizeof shape)) {
+                st = L3GPU_IMG_SHAPE;
+            }
+        }
+        if (!st && out_ptrs && !out_ptrs[i])
+            st = L3_ERR_INVALID_ARG;
+        status_ret[i] = st;
+        if (!st && memory != L3GPU_MEM_DEVICE) {
+            hi[i].in_off = in_total;
+            in_total += align_up(hi[i].lay.header_size + (size_t)hi[i].lay.payload_size);
+        }
+    }
+    if (probe)
+        cudaFreeHost(probe);
+    if (ret) {
+        free(hi);
+        return ret;
+    }
+    if (out && have_shape && slot && n > out_size / slot) {
+        free(hi);
+        return L3GPU_ERR_OUTPUT_TOO_SMALL;
+    }
+
+    /* 2. plan: descriptors, item prefix sums, scratch offsets */
+    size_t desc_bytes = align_up(n * sizeof(l3g_image));
+    size_t start_bytes = align_up((n + 1) * sizeof(uint64_t));
+    size_t status_bytes = align_up(n * sizeof(int));
+    size_t meta = desc_bytes + start_bytes + status_bytes;
+    size_t stage_bytes = meta + (memory == L3GPU_MEM_HOST ? in_total : 0);
+    size_t dev_bytes = meta + (memory == L3GPU_MEM_DEVICE ? 0 : in_total);
+    e = grow_pinned((void **)&ctx->pin, &ctx->pin_cap, stage_bytes);
+    if (e == cudaSuccess)
+        e = grow_pinned((void **)&ctx->status_pin, &ctx->status_cap, n * sizeof(int));
+    if (e == cudaSuccess)
+        e = grow_device(&ctx->dev, &ctx->dev_cap, dev_bytes, ctx->dev_stream, stream);
+    if (e != cudaSuccess) {
+        free(hi);
+        return record(ctx, e, "allocating staging memory");
+    }
+    l3g_image *ims = (l3g_image *)ctx->pin;
+    uint64_t *item_start = (uint64_t *)(ctx->pin + desc_bytes);
+    int *dstatus = (int *)(ctx->pin + desc_bytes + start_bytes);
+    uint8_t *dev_inputs = ctx->dev + meta;
+    uint64_t samples = 0, tiles = 0, items = 0;
+    uint32_t max_pixels_img = 0;
+    for (size_t i = 0; i < n; i++) {
+        l3g_image *im = &ims[i];
+        memset(im, 0, sizeof *im);
+        item_start[i] = items;
+        const struct l3_info *f = &hi[i].info;
+        int st = status_ret[i];
+        /* a failed image still gets its slot zeroed when its shape is known:
+         * contiguous batches use the batch's shape, separate outputs the
+         * image's own when its header could be read */
+        const struct l3_info *shape_info = nullptr;
+        if (!st) {
+            shape_info = f;
+        } else if (out) {
+            for (size_t j = 0; j < n && !shape_info; j++)
+                if (!status_ret[j])
+                    shape_info = &hi[j].info;
+        } else if (hi[i].out_bytes && out_ptrs[i]) {
+            shape_info = f;
+        }
+        if (shape_info && l3cv_prepare(shape_info, fmt, &im->cv) != L3GPU_OK) {
+            if (!st)
+                st = status_ret[i] = L3_ERR_UNSUPPORTED;
+            shape_info = nullptr;
+        }
+        dstatus[i] = st;
+        if (shape_info) {
+            im->out = out ? (void *)((uint8_t *)out + i * slot) : out_ptrs[i];
+            uint64_t np = (uint64_t)im->cv.width * im->cv.height;
+            if (np > max_pixels_img)
+                max_pixels_img = (uint32_t)(np > 0xffffffffu ? 0xffffffffu : np);
+        }
+        if (st)
+            continue;
+        const uint8_t *base;
+        if (memory == L3GPU_MEM_DEVICE) {
+            base = (const uint8_t *)in[i].data;
+        } else {
+            base = dev_inputs + hi[i].in_off;
+            if (memory == L3GPU_MEM_HOST)
+                memcpy(ctx->pin + meta + hi[i].in_off, in[i].data,
+                       hi[i].lay.header_size + (size_t)hi[i].lay.payload_size);
+        }
+        im->payload = base + hi[i].lay.header_size;
+        im->table = base + hi[i].lay.table_offset;
+        im->payload_size = hi[i].lay.payload_size;
+        im->tiles = hi[i].lay.tile_count;
+        im->tiles_x = f->tiles_x;
+        im->tile_w = f->tile_width;
+        im->tile_h = f->tile_height;
+        im->scratch_off = samples;
+        im->tile_base = tiles;
+        samples += (uint64_t)im->tiles * im->cv.planes * im->tile_w * im->tile_h;
+        tiles += im->tiles;
+        items += (uint64_t)im->tiles * im->cv.planes;
+    }
+    item_start[n] = items;
+
+    /* 3. scratch */
+    size_t need_scratch = align_up((size_t)(samples * 2)) + align_up((size_t)tiles);
+    uint8_t *scr;
+    if (scratch) {
+        if (scratch_size < need_scratch) {
+            free(hi);
+            return L3GPU_ERR_SCRATCH_TOO_SMALL;
+        }
+        scr = (uint8_t *)scratch;
+    } else {
+        e = grow_device(&ctx->scratch, &ctx->scratch_cap, need_scratch, ctx->dev_stream, stream);
+        if (e != cudaSuccess) {
+            free(hi);
+            return record(ctx, e, "allocating scratch");
+        }
+        scr = ctx->scratch;
+    }
+    ctx->dev_stream = stream;
+    uint16_t *planes_buf = (uint16_t *)scr;
+    uint8_t *flags_buf = scr + align_up((size_t)(samples * 2));
+
+    /* 4. copies, launches, status copy-back: all on the caller's stream */
+    e = cudaMemcpyAsync(ctx->dev, ctx->pin, stage_bytes, cudaMemcpyHostToDevice, stream);
+    if (e == cudaSuccess && memory == L3GPU_MEM_PINNED) {
+        for (size_t i = 0; i < n && e == cudaSuccess; i++)
+            if (!status_ret[i])
+                e = cudaMemcpyAsync(dev_inputs + hi[i].in_off, in[i].data,
+                                    hi[i].lay.header_size + (size_t)hi[i].lay.payload_size,
+                                    cudaMemcpyHostToDevice, stream);
+    }
+    if (e == cudaSuccess)
+        e = cudaEventRecord(ctx->staging_free, stream);
+    const l3g_image *d_ims = (const l3g_image *)ctx->dev;
+    const uint64_t *d_start = (const uint64_t *)(ctx->dev + desc_bytes);
+    int *d_status = (int *)(ctx->dev + desc_bytes + start_bytes);
+    if (e == cudaSuccess && items) {
+        uint64_t blocks = (items + 127) / 128;
+        l3g_decode_planes<<<(unsigned)blocks, 128, 0, stream>>>(
+            d_ims, d_start, (uint32_t)n, items, planes_buf, flags_buf, d_status);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess && max_pixels_img) {
+        uint64_t bx = ((uint64_t)max_pixels_img + 1023) / 1024; /* ~4 pixels per thread */
+        if (bx > 65535)
+            bx = 65535;
+        for (size_t y0 = 0; y0 < n && e == cudaSuccess; y0 += 65535) {
+            unsigned gy = (unsigned)(n - y0 < 65535 ? n - y0 : 65535);
+            dim3 grid((unsigned)bx, gy);
+            l3g_convert<<<grid, 256, 0, stream>>>(d_ims, (uint32_t)y0, planes_buf, flags_buf,
+                                                  d_status);
+            e = cudaGetLastError();
+        }
+    }
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(ctx->status_pin, d_status, n * sizeof(int), cudaMemcpyDeviceToHost,
+                            stream);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(ctx->done, stream);
+    if (e != cudaSuccess) {
+        for (size_t i = 0; i < n; i++)
+            if (!status_ret[i])
+                status_ret[i] = L3GPU_IMG_ABORTED;
+        free(hi);
+        return record(ctx, e, "launching the batch");
+    }
+    ctx->pending = 1;
+    ctx->last_n = n;
+    for (size_t i = 0; i < n; i++) {
+        if (!status_ret[i])
+            status_ret[i] = L3GPU_IMG_PENDING;
+        else
+            ret = L3GPU_ERR_IMAGE;
+    }
+    free(hi);
+    return ret;
+}
+
+int l3gpu_decode_batch(l3gpu_ctx *ctx, const struct l3gpu_input *in, size_t n, int memory,
+                       const struct l3gpu_format *fmt, void *out, size_t out_size,
+                       void *const *out_ptrs, void *scratch, size_t scratch_size,
+                       int *status_ret, void *stream)
+{
+    if (!ctx || (n && (!in || !status_ret)) || (!out == !out_ptrs) ||
+        l3gpu_format_check(fmt) ||
+        (memory != L3GPU_MEM_HOST && memory != L3GPU_MEM_PINNED && memory != L3GPU_MEM_DEVICE))
+        return L3GPU_ERR_INVALID_ARG;
+    if (n == 0)
+        return L3GPU_OK;
+    pthread_mutex_lock(&ctx->mu);
+    device_guard g(ctx->device);
+    int st = decode_batch_locked(ctx, in, n, memory, fmt, out, out_size, out_ptrs, scratch,
+                                 scratch_size, status_ret, (cudaStream_t)stream);
+    pthread_mutex_unlock(&ctx->mu);
+    return st;
+}
+
+int l3gpu_batch_finish(l3gpu_ctx *ctx, int *status_ret, size_t n)
+{
+    if (!ctx || (n && !status_ret))
+        return L3GPU_ERR_INVALID_ARG;
+    pthread_mutex_lock(&ctx->mu);
+    device_guard g(ctx->device);
+    int ret = L3GPU_OK;
+    if (ctx->pending) {
+        cudaError_t e = cudaEventSynchronize(ctx->done);
+        if (e != cudaSuccess) {
+            ret = record(ctx, e, "batch");
+            for (size_t i = 0; i < n; i++)
+                if (status_ret[i] == L3GPU_IMG_PENDING)
+                    status_ret[i] = L3GPU_IMG_ABORTED;
+        } else {
+            for (size_t i = 0; i < n && i < ctx->last_n; i++)
+                if (status_ret[i] == L3GPU_IMG_PENDING)
+                    status_ret[i] = ctx->status_pin[i];
+        }
+        ctx->pending = 0;
+    }
+    for (size_t i = 0; i < n && ret == L3GPU_OK; i++)
+        if (status_ret[i])
+            ret = L3GPU_ERR_IMAGE;
+    pthread_mutex_unlock(&ctx->mu);
+    return ret;
+}
+
+int l3gpu_malloc(l3gpu_ctx *ctx, size_t size, void **ptr_ret)
+{
+    if (!ctx || !ptr_ret)
+        return L3GPU_ERR_INVALID_ARG;
+    device_guard g(ctx->device);
+    *ptr_ret = nullptr;
+    return record(ctx, cudaMalloc(ptr_ret, size ? size : 1), "cudaMalloc");
+}
+
+void l3gpu_free(l3gpu_ctx *ctx, void *ptr)
+{
+    if (!ctx || !ptr)
+        return;
+    device_guard g(ctx->device);
+    cudaFree(ptr);
+}
+
+int l3gpu_memcpy_to_host(l3gpu_ctx *ctx, void *dst, const void *src, size_t size)
+{
+    if (!ctx || (size && (!dst || !src)))
+        return L3GPU_ERR_INVALID_ARG;
+    device_guard g(ctx->device);
+    return record(ctx, cudaMemcpy(dst, src, size, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+}
+
+int l3gpu_memcpy_to_device(l3gpu_ctx *ctx, void *dst, const void *src, size_t size)
+{
+    if (!ctx || (size && (!dst || !src)))
+        return L3GPU_ERR_INVALID_ARG;
+    device_guard g(ctx->device);
+    return record(ctx, cudaMemcpy(dst, src, size, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+}
+
+int l3gpu_stream_synchronize(l3gpu_ctx *ctx, void *stream)
+{
+    if (!ctx)
+        return L3GPU_ERR_INVALID_ARG;
+    device_guard g(ctx->device);
+    return record(ctx, cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize");
+}
+
+} /* extern "C" */
