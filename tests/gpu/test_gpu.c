@@ -1,0 +1,593 @@
+/* test_gpu.c — the batch decoder's C side: conversion arithmetic, the CPU
+ * batch reference against l3_decode for every layout x dtype x channel
+ * count, broken images inside a batch, and the CUDA context without a GPU
+ * (with a GPU present, the GPU batch is compared with the CPU batch). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "l3.h"
+#include "l3gpu.h"
+#include "l3_convert.h"
+
+/* ---------------- generated images ---------------- */
+
+static uint64_t rng(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+struct gen {
+    struct l3_info info;
+    void *px;       /* source samples, tight */
+    size_t px_size;
+    void *l3;       /* encoded */
+    size_t l3_size;
+};
+
+static unsigned color_planes(unsigned color)
+{
+    static const unsigned p[] = {1, 2, 3, 4, 1};
+    return p[color];
+}
+
+/* Smooth gradient + noise (so both coding modes appear), values < 2^depth. */
+static void gen_image(struct gen *g, unsigned color, unsigned depth, uint32_t w, uint32_t h,
+                      uint64_t seed, unsigned tile, int trns)
+{
+    memset(g, 0, sizeof *g);
+    struct l3_info *f = &g->info;
+    f->width = w;
+    f->height = h;
+    f->color = (uint8_t)color;
+    f->channels = (uint8_t)color_planes(color);
+    f->bit_depth = (uint8_t)depth;
+    uint32_t maxv = depth == 16 ? 65535u : (1u << depth) - 1u;
+    if (color == L3_COLOR_PALETTE) {
+        f->palette_len = (uint16_t)(maxv + 1 < 200 ? maxv + 1 : 200);
+        uint64_t s = seed ^ 77;
+        for (unsigned i = 0; i < f->palette_len; i++)
+            for (int k = 0; k < 4; k++)
+                f->palette[i][k] = (uint8_t)(k == 3 ? (i % 3 ? 255 : rng(&s)) : rng(&s));
+        f->palette_alpha_len = f->palette_len;
+        maxv = f->palette_len - 1u;
+    }
+    unsigned C = f->channels;
+    size_t sb = depth == 16 ? 2 : 1;
+    g->px_size = (size_t)w * h * C * sb;
+    g->px = malloc(g->px_size);
+    cr_assert_not_null(g->px);
+    uint64_t s = seed;
+    for (uint32_t y = 0; y < h; y++)
+        for (uint32_t x = 0; x < w; x++)
+            for (unsigned c = 0; c < C; c++) {
+                uint32_t v;
+                if ((x / 8 + y / 8) % 3 == 0)
+                    v = (uint32_t)(rng(&s) % (maxv + 1));
+                else
+                    v = (uint32_t)(((uint64_t)(x * 3 + y * 2 + c * 40) * maxv) / (3 * w + 2 * h + 160));
+                if (v > maxv) v = maxv;
+                size_t i = ((size_t)y * w + x) * C + c;
+                if (sb == 2) ((uint16_t *)g->px)[i] = (uint16_t)v;
+                else ((uint8_t *)g->px)[i] = (uint8_t)v;
+            }
+    if (trns && (color == L3_COLOR_GRAY || color == L3_COLOR_RGB)) {
+        /* key = the colour of pixel (1, 1), so some pixels match */
+        f->has_trns_key = 1;
+        for (unsigned c = 0; c < C; c++) {
+            size_t i = ((size_t)1 * w + 1) * C + c;
+            f->trns_key[c] = sb == 2 ? ((uint16_t *)g->px)[i] : ((uint8_t *)g->px)[i];
+        }
+    }
+    struct l3_encode_options eo;
+    memset(&eo, 0, sizeof eo);
+    eo.tile_width = eo.tile_height = tile;
+    int st = l3_encode(f, g->px, 0, &eo, &g->l3, &g->l3_size);
+    cr_assert_eq(st, L3_OK, "l3_encode(color %u depth %u %ux%u): %s", color, depth, w, h,
+                 l3_strerror(st));
+    struct l3_info back;
+    cr_assert_eq(l3_read_info(g->l3, g->l3_size, &back, NULL), L3_OK);
+    g->info = back;
+}
+
+static void gen_free(struct gen *g)
+{
+    free(g->px);
+    l3_free(g->l3);
+}
+
+static uint32_t src_sample(const struct gen *g, uint32_t x, uint32_t y, unsigned c)
+{
+    size_t i = ((size_t)y * g->info.width + x) * g->info.channels + c;
+    return g->info.bit_depth == 16 ? ((const uint16_t *)g->px)[i] : ((const uint8_t *)g->px)[i];
+}
+
+/* ---------------- independent expectation of the conversion ---------------- */
+
+/* The documented channel semantics, written out per colour model. Returns
+ * the expected sample of output channel c and its full-scale value. */
+static uint32_t expect_sample(const struct gen *g, int channels, uint32_t x, uint32_t y,
+                              unsigned c, uint32_t *max_ret)
+{
+    const struct l3_info *f = &g->info;
+    uint32_t smax = f->bit_depth == 16 ? 65535u : (1u << f->bit_depth) - 1u;
+    uint32_t rgba[4];
+    unsigned model = f->color;
+    if (model == L3_COLOR_PALETTE) {
+        uint32_t idx = src_sample(g, x, y, 0);
+        if (channels == 0) {
+            *max_ret = 255;
+            return idx;
+        }
+        for (int k = 0; k < 4; k++) rgba[k] = f->palette[idx][k];
+        smax = 255;
+        model = L3_COLOR_RGBA;
+    } else {
+        for (unsigned k = 0; k < 4; k++)
+            rgba[k] = k < f->channels ? src_sample(g, x, y, k) : 0;
+    }
+    *max_ret = smax;
+    if (channels == 0)
+        return rgba[c];
+    int gray = model == L3_COLOR_GRAY || model == L3_COLOR_GRAY_ALPHA;
+    int has_alpha = model == L3_COLOR_GRAY_ALPHA || model == L3_COLOR_RGBA;
+    uint32_t alpha;
+    if (has_alpha) {
+        alpha = gray ? rgba[1] : rgba[3];
+    } else {
+        int keyed = f->has_trns_key &&
+                    (gray ? rgba[0] == f->trns_key[0]
+                          : (rgba[0] == f->trns_key[0] && rgba[1] == f->trns_key[1] &&
+                             rgba[2] == f->trns_key[2]));
+        alpha = keyed ? 0 : smax;
+    }
+    if (channels == 1) {
+        if (gray)
+            return rgba[0];
+        /* ITU-R 601 luma, rounded; the library's 16.16 fixed point form */
+        double l = 0.299 * rgba[0] + 0.587 * rgba[1] + 0.114 * rgba[2];
+        uint32_t fixed = (rgba[0] * 19595u + rgba[1] * 38470u + rgba[2] * 7471u + 32768u) >> 16;
+        /* 16.16 weights differ from 0.299/0.587/0.114 by < 5e-6 each */
+        cr_assert(fabs(l - fixed) <= 0.5 + 1e-5 * smax, "luma %f vs %u", l, fixed);
+        return fixed;
+    }
+    if (c == 3)
+        return alpha;
+    return gray ? rgba[0] : rgba[c];
+}
+
+static const float MEAN[4] = {0.485f, 0.456f, 0.406f, 0.5f};
+static const float STD[4] = {0.229f, 0.224f, 0.225f, 0.25f};
+static const float SCALE[4] = {1.0f, 1.0f, 255.0f, 2.0f};
+
+#ifdef __FLT16_MAX__
+static uint16_t f16_ref(float f)
+{
+    _Float16 h = (_Float16)f; /* the compiler's own conversion (round to nearest even) */
+    uint16_t b;
+    memcpy(&b, &h, 2);
+    return b;
+}
+#endif
+
+/* Checks one converted image (a batch slot) against expect_sample(). */
+static void check_slot(const struct gen *g, const struct l3gpu_format *fmt, const void *slot,
+                       const char *what)
+{
+    const struct l3_info *f = &g->info;
+    unsigned C = fmt->channels ? (unsigned)fmt->channels : color_planes(f->color);
+    size_t W = f->width, H = f->height;
+    for (uint32_t y = 0; y < H; y++)
+        for (uint32_t x = 0; x < W; x++)
+            for (unsigned c = 0; c < C; c++) {
+                uint32_t smax;
+                uint32_t v = expect_sample(g, fmt->channels, x, y, c, &smax);
+                size_t i = fmt->layout == L3GPU_HWC ? ((size_t)y * W + x) * C + c
+                                                    : (size_t)c * W * H + (size_t)y * W + x;
+                double t = (double)v / smax;
+                switch (fmt->dtype) {
+                case L3GPU_U8: {
+                    uint32_t e = (uint32_t)floor(t * 255.0 + 0.5);
+                    cr_assert_eq(((const uint8_t *)slot)[i], e,
+                                 "%s: u8 at (%u,%u,%u): %u, expected %u (v %u / %u)", what, x, y,
+                                 c, ((const uint8_t *)slot)[i], e, v, smax);
+                    break;
+                }
+                case L3GPU_U16: {
+                    uint32_t e = (uint32_t)floor(t * 65535.0 + 0.5);
+                    cr_assert_eq(((const uint16_t *)slot)[i], e,
+                                 "%s: u16 at (%u,%u,%u): %u, expected %u", what, x, y, c,
+                                 ((const uint16_t *)slot)[i], e);
+                    break;
+                }
+                case L3GPU_F32:
+                case L3GPU_F16: {
+                    double e = t;
+                    if (fmt->normalize)
+                        e = (t * fmt->scale[c] - fmt->mean[c]) / fmt->std[c];
+                    float got;
+                    if (fmt->dtype == L3GPU_F32) {
+                        got = ((const float *)slot)[i];
+                        if (!fmt->normalize)
+                            cr_assert_eq(got, (float)v / (float)smax,
+                                         "%s: f32 (%u,%u,%u) not v/max", what, x, y, c);
+                        cr_assert(fabs(got - e) <= 1e-6 * (1 + fabs(e)),
+                                  "%s: f32 at (%u,%u,%u): %.9g, expected %.9g", what, x, y, c,
+                                  got, e);
+                    } else {
+                        uint16_t hb = ((const uint16_t *)slot)[i];
+#ifdef __FLT16_MAX__
+                        _Float16 hv;
+                        memcpy(&hv, &hb, 2);
+                        got = (float)hv;
+                        /* the f16 value is the f32 value rounded: recompute the f32
+                         * value with the formula above, round with the compiler */
+                        float f32 = (float)v / (float)smax;
+                        if (fmt->normalize) {
+                            if (fmt->scale[c] != 1.0f) f32 = f32 * fmt->scale[c];
+                            if (fmt->mean[c] != 0.0f) f32 = f32 - fmt->mean[c];
+                            if (fmt->std[c] != 1.0f) f32 = f32 / fmt->std[c];
+                        }
+                        cr_assert_eq(hb, f16_ref(f32), "%s: f16 at (%u,%u,%u): %04x vs %04x",
+                                     what, x, y, c, hb, f16_ref(f32));
+#else
+                        (void)hb;
+                        got = (float)e;
+#endif
+                        cr_assert(fabs(got - e) <= 1e-3 * (1 + fabs(e)),
+                                  "%s: f16 at (%u,%u,%u): %g, expected %g", what, x, y, c, got,
+                                  e);
+                    }
+                    break;
+                }
+                }
+            }
+}
+
+/* ---------------- conversion arithmetic ---------------- */
+
+Test(convert, f16_rounding_matches_compiler)
+{
+#ifndef __FLT16_MAX__
+    cr_skip_test("this compiler has no _Float16 to compare with");
+#else
+    static const float special[] = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.99f, 65520.0f,
+                                    1e9f, -1e9f, 6.1035156e-05f, 6.1e-05f, 5.9604645e-08f,
+                                    2.9802322e-08f, 2.9802326e-08f, 1e-10f, 0.1f, 1.0f / 3};
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++)
+        cr_assert_eq(l3cv_f16_bits(special[i]), f16_ref(special[i]), "value %.9g: %04x vs %04x",
+                     special[i], l3cv_f16_bits(special[i]), f16_ref(special[i]));
+    cr_assert_eq(l3cv_f16_bits(INFINITY), 0x7c00);
+    cr_assert_eq(l3cv_f16_bits(-INFINITY), 0xfc00);
+    cr_assert_eq(l3cv_f16_bits(NAN) & 0x7c00, 0x7c00);
+    cr_assert_neq(l3cv_f16_bits(NAN) & 0x3ff, 0);
+    /* every float16 value, the midpoints between neighbours (ties to even),
+     * and random bit patterns */
+    for (uint32_t h = 0; h < 0x7c00; h++) {
+        _Float16 a, b;
+        uint16_t ha = (uint16_t)h, hb = (uint16_t)(h + 1);
+        memcpy(&a, &ha, 2);
+        memcpy(&b, &hb, 2);
+        float fa = (float)a, mid = ((float)a + (float)b) / 2; /* exact in float */
+        cr_assert_eq(l3cv_f16_bits(fa), ha);
+        cr_assert_eq(l3cv_f16_bits(mid), f16_ref(mid), "midpoint above %04x", h);
+        cr_assert_eq(l3cv_f16_bits(-mid), f16_ref(-mid));
+        cr_assert_eq(l3cv_f16_bits(nextafterf(mid, 0)), f16_ref(nextafterf(mid, 0)));
+        cr_assert_eq(l3cv_f16_bits(nextafterf(mid, 1e9f)), f16_ref(nextafterf(mid, 1e9f)));
+    }
+    uint64_t s = 5;
+    for (int i = 0; i < 2000000; i++) {
+        uint32_t bits = (uint32_t)rng(&s);
+        float f;
+        memcpy(&f, &bits, 4);
+        if (f != f)
+            continue;
+        cr_assert_eq(l3cv_f16_bits(f), f16_ref(f), "bits %08x", bits);
+    }
+#endif
+}
+
+Test(convert, rescale_matches_rounded_ratio)
+{
+    static const uint32_t maxes[] = {1, 3, 15, 255, 65535};
+    for (size_t m = 0; m < 5; m++)
+        for (uint32_t v = 0; v <= maxes[m]; v++) {
+            double t = (double)v / maxes[m];
+            cr_assert_eq(l3cv_rescale(v, maxes[m], 255), (uint32_t)floor(t * 255 + 0.5),
+                         "v %u max %u", v, maxes[m]);
+            cr_assert_eq(l3cv_rescale(v, maxes[m], 65535), (uint32_t)floor(t * 65535 + 0.5),
+                         "v %u max %u", v, maxes[m]);
+        }
+}
+
+Test(convert, format_checks)
+{
+    struct l3gpu_format f;
+    l3gpu_format_init(&f);
+    cr_assert_eq(l3gpu_format_check(&f), L3GPU_OK);
+    f.channels = 2;
+    cr_assert_eq(l3gpu_format_check(&f), L3GPU_ERR_INVALID_ARG);
+    f.channels = 3;
+    f.normalize = 1; /* integer dtype */
+    cr_assert_eq(l3gpu_format_check(&f), L3GPU_ERR_INVALID_ARG);
+    f.dtype = L3GPU_F32;
+    cr_assert_eq(l3gpu_format_check(&f), L3GPU_OK);
+    f.std[1] = 0.0f;
+    cr_assert_eq(l3gpu_format_check(&f), L3GPU_ERR_INVALID_ARG);
+    f.std[1] = NAN;
+    cr_assert_eq(l3gpu_format_check(&f), L3GPU_ERR_INVALID_ARG);
+    f.std[1] = 1.0f;
+    f.layout = 7;
+    cr_assert_eq(l3gpu_format_check(&f), L3GPU_ERR_INVALID_ARG);
+    cr_assert_eq(l3gpu_format_check(NULL), L3GPU_ERR_INVALID_ARG);
+    cr_assert_str_neq(l3gpu_strerror(L3GPU_ERR_NO_DRIVER), l3gpu_strerror(L3GPU_ERR_NO_DEVICE));
+    cr_assert_str_eq(l3gpu_image_strerror(L3_ERR_CORRUPT), l3_strerror(L3_ERR_CORRUPT));
+}
+
+/* ---------------- CPU batch vs l3_decode, all formats ---------------- */
+
+struct model { unsigned color, depth; int trns; };
+static const struct model MODELS[] = {
+    {L3_COLOR_GRAY, 1, 0},       {L3_COLOR_GRAY, 2, 1},  {L3_COLOR_GRAY, 4, 0},
+    {L3_COLOR_GRAY, 8, 1},       {L3_COLOR_GRAY, 16, 0}, {L3_COLOR_GRAY_ALPHA, 8, 0},
+    {L3_COLOR_GRAY_ALPHA, 16, 0}, {L3_COLOR_RGB, 8, 0},  {L3_COLOR_RGB, 8, 1},
+    {L3_COLOR_RGB, 16, 1},       {L3_COLOR_RGBA, 8, 0},  {L3_COLOR_RGBA, 16, 0},
+    {L3_COLOR_PALETTE, 1, 0},    {L3_COLOR_PALETTE, 4, 0}, {L3_COLOR_PALETTE, 8, 0},
+};
+#define NMODELS (sizeof MODELS / sizeof MODELS[0])
+static const int CHANNELS[] = {0, 1, 3, 4};
+
+static void format_name(char *buf, size_t len, const struct gen *g,
+                        const struct l3gpu_format *f)
+{
+    static const char *dt[] = {"u8", "u16", "f32", "f16"};
+    snprintf(buf, len, "color %u depth %u %ux%u -> %s %s ch%d%s", g->info.color,
+             g->info.bit_depth, g->info.width, g->info.height,
+             f->layout == L3GPU_HWC ? "HWC" : "CHW", dt[f->dtype], f->channels,
+             f->normalize ? " norm" : "");
+}
+
+/* Runs fn for every layout x dtype x channels (x normalize for floats). */
+#define FOR_EACH_FORMAT(f)                                                        \
+    for (int lay_ = 0; lay_ < 2; lay_++)                                          \
+        for (int dt_ = 0; dt_ < 4; dt_++)                                         \
+            for (int ch_ = 0; ch_ < 4; ch_++)                                     \
+                for (int nm_ = 0; nm_ < (dt_ >= 2 ? 2 : 1); nm_++)                 \
+                    if (l3gpu_format_init(&f), f.layout = lay_, f.dtype = dt_,    \
+                        f.channels = CHANNELS[ch_], f.normalize = nm_,            \
+                        memcpy(f.mean, MEAN, sizeof MEAN),                        \
+                        memcpy(f.std, STD, sizeof STD),                           \
+                        memcpy(f.scale, SCALE, sizeof SCALE), 1)
+
+Test(cpu_batch, every_format_matches_l3_decode)
+{
+    for (size_t m = 0; m < NMODELS; m++) {
+        /* two images of one model in a batch: 70x45 with 32x32 tiles (partial
+         * edge tiles) */
+        struct gen g[2];
+        for (int k = 0; k < 2; k++)
+            gen_image(&g[k], MODELS[m].color, MODELS[m].depth, 70, 45, 100 * m + k, 32,
+                      MODELS[m].trns);
+        /* l3_decode gives back the source samples */
+        for (int k = 0; k < 2; k++) {
+            void *dec = malloc(g[k].px_size);
+            cr_assert_eq(l3_decode(g[k].l3, g[k].l3_size, dec, g[k].px_size, 0, NULL), L3_OK);
+            cr_assert(!memcmp(dec, g[k].px, g[k].px_size), "l3_decode differs from the source");
+            free(dec);
+        }
+        struct l3gpu_input in[2] = {{g[0].l3, g[0].l3_size}, {g[1].l3, g[1].l3_size}};
+        struct l3gpu_format f;
+        FOR_EACH_FORMAT(f) {
+            char name[160];
+            format_name(name, sizeof name, &g[0], &f);
+            uint32_t shape[3];
+            size_t bytes;
+            cr_assert_eq(l3gpu_output_shape(&g[0].info, &f, shape, &bytes), L3GPU_OK);
+            uint8_t *out = malloc(2 * bytes);
+            memset(out, 0xA5, 2 * bytes); /* poison: every byte must be written */
+            int status[2] = {-1, -1};
+            int st = l3gpu_cpu_decode_batch(in, 2, &f, out, 2 * bytes, NULL, status, 3);
+            cr_assert_eq(st, L3GPU_OK, "%s: %s", name, l3gpu_strerror(st));
+            cr_assert_eq(status[0], 0);
+            cr_assert_eq(status[1], 0);
+            for (int k = 0; k < 2; k++)
+                check_slot(&g[k], &f, out + k * bytes, name);
+            /* the same arithmetic from l3_decode's output */
+            uint8_t *conv = malloc(bytes);
+            cr_assert_eq(l3gpu_cpu_convert(&g[1].info, g[1].px, 0, &f, conv), L3GPU_OK);
+            cr_assert(!memcmp(conv, out + bytes, bytes), "%s: convert != batch", name);
+            /* separate outputs, one thread */
+            uint8_t *o0 = malloc(bytes), *o1 = malloc(bytes);
+            void *ptrs[2] = {o0, o1};
+            cr_assert_eq(l3gpu_cpu_decode_batch(in, 2, &f, NULL, 0, ptrs, status, 1), L3GPU_OK);
+            cr_assert(!memcmp(o0, out, bytes) && !memcmp(o1, out + bytes, bytes),
+                      "%s: out_ptrs != contiguous", name);
+            free(o0);
+            free(o1);
+            free(conv);
+            free(out);
+        }
+        /* native format equals l3_decode byte for byte (except sub-byte gray,
+         * which the batch rescales to the full range) */
+        l3gpu_format_init(&f);
+        f.dtype = MODELS[m].depth == 16 ? L3GPU_U16 : L3GPU_U8;
+        if (MODELS[m].depth >= 8 || MODELS[m].color == L3_COLOR_PALETTE) {
+            uint8_t *out = malloc(2 * g[0].px_size);
+            int status[2];
+            cr_assert_eq(l3gpu_cpu_decode_batch(in, 2, &f, out, 2 * g[0].px_size, NULL,
+                                                status, 2), L3GPU_OK);
+            cr_assert(!memcmp(out, g[0].px, g[0].px_size));
+            cr_assert(!memcmp(out + g[0].px_size, g[1].px, g[1].px_size));
+            free(out);
+        }
+        gen_free(&g[0]);
+        gen_free(&g[1]);
+    }
+}
+
+/* ---------------- broken images in a batch ---------------- */
+
+Test(cpu_batch, corrupt_and_truncated_images)
+{
+    struct gen g[4];
+    for (int k = 0; k < 4; k++)
+        gen_image(&g[k], L3_COLOR_RGB, 8, 96, 64, 900 + k, 32, 0);
+    /* 1: a flipped byte in the last tile's data (the header is intact) */
+    uint8_t *bad = malloc(g[1].l3_size);
+    memcpy(bad, g[1].l3, g[1].l3_size);
+    bad[g[1].l3_size - 3] ^= 0x5a;
+    bad[g[1].l3_size - 40] ^= 0xff;
+    /* 2: truncated */
+    size_t trunc = g[2].l3_size - 100;
+    /* 3: garbage */
+    static const uint8_t junk[64] = "this is not an L3 file at all";
+    struct l3gpu_input in[5] = {{g[0].l3, g[0].l3_size}, {bad, g[1].l3_size},
+                                {g[2].l3, trunc}, {junk, sizeof junk}, {g[3].l3, g[3].l3_size}};
+    struct l3gpu_format f;
+    l3gpu_format_init(&f);
+    f.layout = L3GPU_CHW;
+    f.dtype = L3GPU_F32;
+    uint32_t shape[3];
+    size_t bytes;
+    cr_assert_eq(l3gpu_output_shape(&g[0].info, &f, shape, &bytes), L3GPU_OK);
+    uint8_t *out = malloc(5 * bytes);
+    memset(out, 0x7f, 5 * bytes);
+    int status[5];
+    int st = l3gpu_cpu_decode_batch(in, 5, &f, out, 5 * bytes, NULL, status, 4);
+    cr_assert_eq(st, L3GPU_ERR_IMAGE);
+    cr_assert_eq(status[0], L3_OK);
+    cr_assert_eq(status[1], L3_ERR_CORRUPT, "flipped tile bytes: %d", status[1]);
+    cr_assert_eq(status[2], L3_ERR_TRUNCATED, "truncated: %d", status[2]);
+    cr_assert_eq(status[3], L3_ERR_BAD_MAGIC, "junk: %d", status[3]);
+    cr_assert_eq(status[4], L3_OK);
+    check_slot(&g[0], &f, out, "image 0 next to broken ones");
+    check_slot(&g[3], &f, out + 4 * bytes, "image 4 next to broken ones");
+    for (int k = 1; k <= 3; k++)
+        for (size_t i = 0; i < bytes; i++)
+            cr_assert_eq(out[k * bytes + i], 0, "slot %d not zeroed", k);
+    /* a different size in a contiguous batch: that image only */
+    struct gen other;
+    gen_image(&other, L3_COLOR_RGB, 8, 50, 64, 5, 32, 0);
+    struct l3gpu_input mix[2] = {{g[0].l3, g[0].l3_size}, {other.l3, other.l3_size}};
+    cr_assert_eq(l3gpu_cpu_decode_batch(mix, 2, &f, out, 2 * bytes, NULL, status, 1),
+                 L3GPU_ERR_IMAGE);
+    cr_assert_eq(status[0], 0);
+    cr_assert_eq(status[1], L3GPU_IMG_SHAPE);
+    /* output too small */
+    cr_assert_eq(l3gpu_cpu_decode_batch(mix, 2, &f, out, bytes, NULL, status, 1),
+                 L3GPU_ERR_OUTPUT_TOO_SMALL);
+    gen_free(&other);
+    free(out);
+    free(bad);
+    for (int k = 0; k < 4; k++)
+        gen_free(&g[k]);
+}
+
+Test(cpu_batch, bad_arguments)
+{
+    struct l3gpu_format f;
+    l3gpu_format_init(&f);
+    int status[1];
+    uint8_t out[16];
+    struct l3gpu_input in[1] = {{out, sizeof out}};
+    cr_assert_eq(l3gpu_cpu_decode_batch(in, 1, &f, NULL, 0, NULL, status, 1),
+                 L3GPU_ERR_INVALID_ARG);
+    cr_assert_eq(l3gpu_cpu_decode_batch(in, 1, &f, out, sizeof out, NULL, NULL, 1),
+                 L3GPU_ERR_INVALID_ARG);
+    f.dtype = 9;
+    cr_assert_eq(l3gpu_cpu_decode_batch(in, 1, &f, out, sizeof out, NULL, status, 1),
+                 L3GPU_ERR_INVALID_ARG);
+    l3gpu_format_init(&f);
+    cr_assert_eq(l3gpu_cpu_decode_batch(in, 0, &f, out, sizeof out, NULL, status, 1), L3GPU_OK);
+}
+
+/* ---------------- CUDA ---------------- */
+
+#ifdef L3_HAVE_CUDA
+/* GPU batch == CPU batch for every format (only where a GPU is present). */
+static void gpu_vs_cpu(l3gpu_ctx *ctx)
+{
+    struct gen g[NMODELS];
+    for (size_t m = 0; m < NMODELS; m++)
+        gen_image(&g[m], MODELS[m].color, MODELS[m].depth, 70, 45, 300 + m, 32, MODELS[m].trns);
+    for (size_t m = 0; m < NMODELS; m++) {
+        struct l3gpu_input in[3] = {{g[m].l3, g[m].l3_size}, {g[m].l3, g[m].l3_size - 10},
+                                    {g[m].l3, g[m].l3_size}};
+        struct l3gpu_format f;
+        FOR_EACH_FORMAT(f) {
+            char name[160];
+            format_name(name, sizeof name, &g[m], &f);
+            size_t bytes;
+            cr_assert_eq(l3gpu_output_shape(&g[m].info, &f, NULL, &bytes), 0);
+            uint8_t *cpu = malloc(3 * bytes), *gpu = malloc(3 * bytes);
+            memset(gpu, 0x5c, 3 * bytes);
+            int sc[3], sg[3];
+            l3gpu_cpu_decode_batch(in, 3, &f, cpu, 3 * bytes, NULL, sc, 2);
+            void *d = NULL;
+            cr_assert_eq(l3gpu_malloc(ctx, 3 * bytes, &d), 0);
+            cr_assert_eq(l3gpu_memcpy_to_device(ctx, d, gpu, 3 * bytes), 0); /* poison */
+            int st = l3gpu_decode_batch(ctx, in, 3, L3GPU_MEM_HOST, &f, d, 3 * bytes, NULL, NULL,
+                                        0, sg, NULL);
+            cr_assert(st == L3GPU_OK || st == L3GPU_ERR_IMAGE, "%s: %s (%s)", name,
+                      l3gpu_strerror(st), l3gpu_ctx_error(ctx));
+            l3gpu_batch_finish(ctx, sg, 3);
+            cr_assert_eq(l3gpu_memcpy_to_host(ctx, gpu, d, 3 * bytes), 0);
+            l3gpu_free(ctx, d);
+            for (int k = 0; k < 3; k++)
+                cr_assert_eq(sg[k], sc[k], "%s: image %d status gpu %d cpu %d", name, k, sg[k],
+                             sc[k]);
+            cr_assert(!memcmp(cpu, gpu, 3 * bytes), "%s: GPU output differs from CPU", name);
+            free(cpu);
+            free(gpu);
+        }
+    }
+    for (size_t m = 0; m < NMODELS; m++)
+        gen_free(&g[m]);
+}
+#endif
+
+Test(cuda, context_without_gpu_is_a_status)
+{
+#ifndef L3_HAVE_CUDA
+    cr_skip_test("built without CUDA (nvcc not found)");
+#else
+    l3gpu_ctx *ctx = (l3gpu_ctx *)&ctx; /* must be reset to NULL on failure */
+    int n = -1;
+    int st_count = l3gpu_device_count(&n);
+    int st = l3gpu_ctx_create(0, &ctx);
+    if (st == L3GPU_OK) {
+        cr_assert_eq(st_count, L3GPU_OK);
+        cr_assert_geq(n, 1);
+        cr_assert_eq(l3gpu_ctx_create(n, &(l3gpu_ctx *){NULL}), L3GPU_ERR_NO_DEVICE);
+        gpu_vs_cpu(ctx);
+        l3gpu_ctx_destroy(ctx);
+        return;
+    }
+    cr_log_info("no usable GPU here: %s", l3gpu_strerror(st));
+    cr_assert(st == L3GPU_ERR_NO_DRIVER || st == L3GPU_ERR_NO_DEVICE, "status %d (%s)", st,
+              l3gpu_strerror(st));
+    cr_assert_null(ctx);
+    cr_assert_eq(n, 0);
+    cr_assert_eq(st_count, st);
+    cr_assert_eq(l3gpu_ctx_create(-1, &ctx), st);
+    l3gpu_ctx_destroy(NULL);
+    /* scratch sizing works without a device */
+    struct l3_info info;
+    memset(&info, 0, sizeof info);
+    info.color = L3_COLOR_RGB;
+    info.width = 100;
+    info.height = 70;
+    info.tile_width = info.tile_height = 64;
+    info.tiles_x = 2;
+    info.tiles_y = 2;
+    size_t sz = 0;
+    cr_assert_eq(l3gpu_scratch_size(&info, 1, &sz), L3GPU_OK);
+    cr_assert_geq(sz, (size_t)4 * 3 * 64 * 64 * 2 + 4);
+#endif
+}
