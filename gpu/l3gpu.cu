@@ -189,6 +189,8 @@ struct l3gpu_ctx {
     size_t dev_cap = 0;
     uint8_t *scratch = nullptr;   /* default scratch */
     size_t scratch_cap = 0;
+    uint8_t *probe = nullptr;     /* pinned: headers of device inputs */
+    size_t probe_cap = 0;
     int *status_pin = nullptr;    /* kernel statuses copied back */
     size_t status_cap = 0;
     size_t last_n = 0;            /* images of the last batch */
@@ -196,6 +198,8 @@ struct l3gpu_ctx {
     cudaEvent_t staging_free = nullptr; /* H2D copy of the last batch done */
     cudaEvent_t done = nullptr;         /* last batch complete */
     cudaStream_t dev_stream = nullptr;  /* stream `dev` and `scratch` were last used on */
+    int timing = 0;                     /* record kernel events (benchmarks) */
+    cudaEvent_t tev[3] = {nullptr, nullptr, nullptr};
 };
 
 static int record(l3gpu_ctx *ctx, cudaError_t e, const char *what)
@@ -274,8 +278,13 @@ void l3gpu_ctx_destroy(l3gpu_ctx *ctx)
             cudaFreeHost(ctx->pin);
         if (ctx->status_pin)
             cudaFreeHost(ctx->status_pin);
+        if (ctx->probe)
+            cudaFreeHost(ctx->probe);
         if (ctx->done)
             cudaEventDestroy(ctx->done);
+        for (int k = 0; k < 3; k++)
+            if (ctx->tev[k])
+                cudaEventDestroy(ctx->tev[k]);
         if (ctx->staging_free)
             cudaEventDestroy(ctx->staging_free);
     }
@@ -380,43 +389,75 @@ static int decode_batch_locked(l3gpu_ctx *ctx, const struct l3gpu_input *in, siz
         return L3GPU_ERR_NOMEM;
     int ret = L3GPU_OK;
 
-    /* 1. headers and tile tables, on the host */
-    uint8_t *probe = nullptr; /* device inputs: header bytes copied back */
-    size_t probe_cap = 0;
+    /* 1. headers and tile tables, on the host. Device inputs: the first
+     * bytes of every image are copied back in one go (one stream sync), and
+     * a second round fetches longer headers (large tile tables). */
     size_t in_total = 0;
     uint32_t shape0[3] = {0, 0, 0};
     int have_shape = 0;
     size_t slot = 0;
-    for (size_t i = 0; i < n; i++) {
-        int st = L3_OK;
-        if (!in[i].data) {
-            st = L3_ERR_INVALID_ARG;
-        } else if (memory == L3GPU_MEM_DEVICE) {
-            size_t want = in[i].size < 65536 ? in[i].size : 65536;
-            for (int round = 0; round < 2; round++) {
-                if (e == cudaSuccess)
-                    e = grow_pinned((void **)&probe, &probe_cap, want);
-                if (e == cudaSuccess)
-                    e = cudaMemcpyAsync(probe, in[i].data, want, cudaMemcpyDeviceToHost, stream);
-                if (e == cudaSuccess)
-                    e = cudaStreamSynchronize(stream);
-                if (e != cudaSuccess) {
-                    ret = record(ctx, e, "reading headers of device inputs");
-                    break;
-                }
-                size_t needed = 0;
-                st = l3_read_layout(probe, want, &hi[i].info, &hi[i].lay, &needed);
-                if (st == L3_ERR_TRUNCATED && needed > want && needed <= in[i].size && round == 0) {
-                    want = needed;
-                    continue;
-                }
+    if (memory == L3GPU_MEM_DEVICE) {
+        int *pst = (int *)calloc(n, sizeof(int));
+        size_t *want = (size_t *)calloc(n, sizeof(size_t));
+        size_t *off = (size_t *)calloc(n, sizeof(size_t));
+        if (!pst || !want || !off) {
+            free(pst);
+            free(want);
+            free(off);
+            free(hi);
+            return L3GPU_ERR_NOMEM;
+        }
+        for (size_t i = 0; i < n; i++)
+            want[i] = in[i].data ? (in[i].size < 16384 ? in[i].size : 16384) : 0;
+        for (int round = 0; round < 2 && ret == L3GPU_OK; round++) {
+            size_t total = 0;
+            for (size_t i = 0; i < n; i++) {
+                off[i] = total;
+                total += want[i];
+            }
+            if (total == 0)
+                break;
+            e = grow_pinned((void **)&ctx->probe, &ctx->probe_cap, total);
+            for (size_t i = 0; i < n && e == cudaSuccess; i++)
+                if (want[i])
+                    e = cudaMemcpyAsync(ctx->probe + off[i], in[i].data, want[i],
+                                        cudaMemcpyDeviceToHost, stream);
+            if (e == cudaSuccess)
+                e = cudaStreamSynchronize(stream);
+            if (e != cudaSuccess) {
+                ret = record(ctx, e, "reading headers of device inputs");
                 break;
             }
-            if (ret)
-                break;
-        } else {
-            st = l3_read_layout(in[i].data, in[i].size, &hi[i].info, &hi[i].lay, nullptr);
+            for (size_t i = 0; i < n; i++) {
+                if (!want[i])
+                    continue;
+                size_t needed = 0, got = want[i];
+                pst[i] = l3_read_layout(ctx->probe + off[i], got, &hi[i].info, &hi[i].lay,
+                                        &needed);
+                want[i] = 0;
+                if (pst[i] == L3_ERR_TRUNCATED && round == 0 && needed > got &&
+                    needed <= in[i].size)
+                    want[i] = needed;
+            }
         }
+        for (size_t i = 0; i < n; i++)
+            status_ret[i] = in[i].data ? pst[i] : L3_ERR_INVALID_ARG;
+        free(pst);
+        free(want);
+        free(off);
+        if (ret) {
+            free(hi);
+            return ret;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        int st = L3_OK;
+        if (!in[i].data)
+            st = L3_ERR_INVALID_ARG;
+        else if (memory == L3GPU_MEM_DEVICE)
+            st = status_ret[i];
+        else
+            st = l3_read_layout(in[i].data, in[i].size, &hi[i].info, &hi[i].lay, nullptr);
         if (!st && (hi[i].lay.header_size > in[i].size ||
                     hi[i].lay.payload_size > in[i].size - hi[i].lay.header_size))
             st = L3_ERR_TRUNCATED;
@@ -439,12 +480,6 @@ static int decode_batch_locked(l3gpu_ctx *ctx, const struct l3gpu_input *in, siz
             hi[i].in_off = in_total;
             in_total += align_up(hi[i].lay.header_size + (size_t)hi[i].lay.payload_size);
         }
-    }
-    if (probe)
-        cudaFreeHost(probe);
-    if (ret) {
-        free(hi);
-        return ret;
     }
     if (out && have_shape && slot && n > out_size / slot) {
         free(hi);
@@ -565,12 +600,16 @@ static int decode_batch_locked(l3gpu_ctx *ctx, const struct l3gpu_input *in, siz
     const l3g_image *d_ims = (const l3g_image *)ctx->dev;
     const uint64_t *d_start = (const uint64_t *)(ctx->dev + desc_bytes);
     int *d_status = (int *)(ctx->dev + desc_bytes + start_bytes);
+    if (e == cudaSuccess && ctx->timing)
+        e = cudaEventRecord(ctx->tev[0], stream);
     if (e == cudaSuccess && items) {
         uint64_t blocks = (items + 127) / 128;
         l3g_decode_planes<<<(unsigned)blocks, 128, 0, stream>>>(
             d_ims, d_start, (uint32_t)n, items, planes_buf, flags_buf, d_status);
         e = cudaGetLastError();
     }
+    if (e == cudaSuccess && ctx->timing)
+        e = cudaEventRecord(ctx->tev[1], stream);
     if (e == cudaSuccess && max_pixels_img) {
         uint64_t bx = ((uint64_t)max_pixels_img + 1023) / 1024; /* ~4 pixels per thread */
         if (bx > 65535)
@@ -583,6 +622,8 @@ static int decode_batch_locked(l3gpu_ctx *ctx, const struct l3gpu_input *in, siz
             e = cudaGetLastError();
         }
     }
+    if (e == cudaSuccess && ctx->timing)
+        e = cudaEventRecord(ctx->tev[2], stream);
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(ctx->status_pin, d_status, n * sizeof(int), cudaMemcpyDeviceToHost,
                             stream);
@@ -652,6 +693,44 @@ int l3gpu_batch_finish(l3gpu_ctx *ctx, int *status_ret, size_t n)
             ret = L3GPU_ERR_IMAGE;
     pthread_mutex_unlock(&ctx->mu);
     return ret;
+}
+
+int l3gpu_ctx_set_timing(l3gpu_ctx *ctx, int enable)
+{
+    if (!ctx)
+        return L3GPU_ERR_INVALID_ARG;
+    pthread_mutex_lock(&ctx->mu);
+    device_guard g(ctx->device);
+    cudaError_t e = cudaSuccess;
+    for (int k = 0; k < 3 && e == cudaSuccess; k++)
+        if (!ctx->tev[k])
+            e = cudaEventCreate(&ctx->tev[k]);
+    if (e == cudaSuccess)
+        ctx->timing = enable != 0;
+    int st = record(ctx, e, "cudaEventCreate");
+    pthread_mutex_unlock(&ctx->mu);
+    return st;
+}
+
+int l3gpu_ctx_last_timing(l3gpu_ctx *ctx, float *decode_ms_ret, float *convert_ms_ret)
+{
+    if (!ctx || !ctx->timing)
+        return L3GPU_ERR_INVALID_ARG;
+    pthread_mutex_lock(&ctx->mu);
+    device_guard g(ctx->device);
+    float a = 0, b = 0;
+    cudaError_t e = cudaEventSynchronize(ctx->tev[2]);
+    if (e == cudaSuccess)
+        e = cudaEventElapsedTime(&a, ctx->tev[0], ctx->tev[1]);
+    if (e == cudaSuccess)
+        e = cudaEventElapsedTime(&b, ctx->tev[1], ctx->tev[2]);
+    int st = record(ctx, e, "kernel timing");
+    pthread_mutex_unlock(&ctx->mu);
+    if (decode_ms_ret)
+        *decode_ms_ret = a;
+    if (convert_ms_ret)
+        *convert_ms_ret = b;
+    return st;
 }
 
 int l3gpu_malloc(l3gpu_ctx *ctx, size_t size, void **ptr_ret)

@@ -198,6 +198,12 @@ int l3gpu_decode_batch(l3gpu_ctx *ctx, const struct l3gpu_input *in, size_t n,
  * L3GPU_ERR_CUDA. Call it before the next l3gpu_decode_batch on the context. */
 int l3gpu_batch_finish(l3gpu_ctx *ctx, int *status_ret, size_t n);
 
+/* Benchmarks: when enabled, each batch records CUDA events around its two
+ * kernels; l3gpu_ctx_last_timing() then gives the milliseconds of the last
+ * batch's decode and convert kernels (it waits for that batch). */
+int l3gpu_ctx_set_timing(l3gpu_ctx *ctx, int enable);
+int l3gpu_ctx_last_timing(l3gpu_ctx *ctx, float *decode_ms_ret, float *convert_ms_ret);
+
 /* Small helpers so that callers without CUDA headers (the Python module,
  * tests) can manage device memory on the context's device. */
 int l3gpu_malloc(l3gpu_ctx *ctx, size_t size, void **ptr_ret);
