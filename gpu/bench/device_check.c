@@ -111,7 +111,7 @@ static void load_dir(const char *root, const char *sub)
         files = nf;
         struct file *x = &files[nfiles];
         memset(x, 0, sizeof *x);
-        snprintf(x->name, sizeof x->name, "%s/%s", sub, e->d_name);
+        snprintf(x->name, sizeof x->name, "%.40s/%.200s", sub, e->d_name);
         x->size = (size_t)sz;
         x->data = malloc(x->size);
         if (!x->data || fread(x->data, 1, x->size, f) != x->size ||
@@ -209,6 +209,7 @@ static char table[64][160];
 static int nrows;
 #define ROW(...) snprintf(table[nrows < 63 ? nrows++ : 63], sizeof table[0], __VA_ARGS__)
 
+#ifdef L3_HAVE_CUDA
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -220,6 +221,7 @@ static double median(double *v, int n)
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n ? v[n / 2] : 0;
 }
+#endif
 
 static size_t out_bytes(const struct file *f, const struct l3gpu_format *fmt)
 {
@@ -258,6 +260,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--write-ref")) write_ref = 1;
         else if (!strcmp(argv[i], "--cpu-only")) cpu_only = 1;
     }
+    (void)cpu_only; /* used only with CUDA */
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     unsigned threads = ncpu > 0 ? (unsigned)ncpu : 1;
     /* check set first (mixed, then photos), photos counted separately */
@@ -394,7 +397,7 @@ int main(int argc, char **argv)
         fclose(ref_out);
         printf("wrote %zu x %d reference checksums to %s/ref.txt\n", nchk, nfmts, root);
     }
-    ROW("%-44s %s", "GPU", ctx ? gpu_name : gpu_why);
+    ROW("%-44s %.100s", "GPU", ctx ? gpu_name : gpu_why);
     ROW("%-44s %ld ok, %ld differ, %ld missing (%zu files x %d formats, %.1f s)",
         "CPU output vs reference checksums", ref_ok, ref_bad, ref_missing, nchk, nfmts, t_check);
     if (ctx)
@@ -415,7 +418,7 @@ int main(int argc, char **argv)
         l3gpu_format_init(&f);
         size_t slot = out_bytes(p0, &f);
         uint8_t *cpu = malloc(4 * slot);
-        int s_c[4], s_g[4];
+        int s_c[4];
         l3gpu_cpu_decode_batch(in, 4, &f, cpu, 4 * slot, NULL, s_c, threads);
         int zeroed = 1;
         for (size_t k = slot; k < 3 * slot; k++) zeroed &= cpu[k] == 0;
@@ -425,6 +428,7 @@ int main(int argc, char **argv)
         const char *res = "not run (no GPU)";
 #ifdef L3_HAVE_CUDA
         if (ctx) {
+            int s_g[4];
             uint8_t *d = NULL, *gpu = malloc(4 * slot);
             memset(gpu, 0x33, 4 * slot);
             if (!l3gpu_malloc(ctx, 4 * slot, (void **)&d) &&
@@ -598,7 +602,9 @@ int main(int argc, char **argv)
 #endif
         free(in);
     }
+#ifdef L3_HAVE_CUDA
     l3gpu_ctx_destroy(ctx);
+#endif
 
     printf("\n==== l3 batch decode: device check (%s) ====\n", failures ? "FAILURES" : "all checks passed");
     for (int i = 0; i < nrows; i++)
