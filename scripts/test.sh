@@ -10,6 +10,20 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh
 jobs=$(nproc)
 steps=${L3_TEST_STEPS:-main asan fuzz}
+passed=0; failed=0; skipped=0
+count() { # build dir: adds its meson test results to the totals
+  local r
+  r=$(/usr/bin/python3 -c '
+import json, sys
+p = f = s = 0
+for line in open(sys.argv[1]):
+    res = json.loads(line).get("result", "")
+    if res in ("OK", "EXPECTEDFAIL"): p += 1
+    elif res == "SKIP": s += 1
+    else: f += 1
+print(p, f, s)' "$1/meson-logs/testlog.json")
+  set -- $r; passed=$((passed + $1)); failed=$((failed + $2)); skipped=$((skipped + $3))
+}
 setup() { # dir, args...
   local d=$1; shift
   if [ -d "$d/meson-private" ]; then meson setup --reconfigure "$d" "$@" >/dev/null
@@ -21,13 +35,15 @@ for step in $steps; do
     echo "== build (werror) + tests"
     setup build-test -Dwerror=true -Dbuildtype=debugoptimized
     meson compile -C build-test -j "$jobs"
-    meson test -C build-test --print-errorlogs --num-processes "$jobs"
+    meson test -C build-test --print-errorlogs --num-processes "$jobs" || { count build-test; echo "tests: $passed passed, $failed failed, $skipped skipped"; exit 1; }
+    count build-test
     ;;
   asan)
     echo "== ASan+UBSan build + tests"
     setup build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dgpu=disabled -Dbuildtype=debug
     meson compile -C build-asan -j "$jobs"
-    meson test -C build-asan --print-errorlogs --num-processes "$jobs" --timeout-multiplier 4
+    meson test -C build-asan --print-errorlogs --num-processes "$jobs" --timeout-multiplier 4 || { count build-asan; echo "tests: $passed passed, $failed failed, $skipped skipped"; exit 1; }
+    count build-asan
     ;;
   fuzz)
     echo "== bounded fuzz runs"
@@ -40,3 +56,4 @@ for step in $steps; do
   esac
 done
 echo "== all test steps passed: $steps"
+echo "tests: $passed passed, $failed failed, $skipped skipped"
