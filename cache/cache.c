@@ -1254,7 +1254,8 @@ int l3cache_clear(l3cache *c)
             struct dirent *fe;
             while ((fe = readdir(sd)))
                 if (strcmp(fe->d_name, ".") && strcmp(fe->d_name, "..") &&
-                    unlinkat(sfd, fe->d_name, 0) != 0 && errno != ENOENT)
+                    unlinkat(sfd, fe->d_name, 0) != 0 && errno != ENOENT &&
+                    strncmp(fe->d_name, ".nfs", 4) != 0) /* NFS: open elsewhere */
                     err = -errno;
             closedir(sd);
             unlinkat(ofd, de->d_name, AT_REMOVEDIR);
