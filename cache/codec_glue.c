@@ -4,10 +4,6 @@
 
 #include "l3cache_internal.h"
 
-/* TEMPORARY until libl3's PNG side lands: a weak reference resolves to NULL
- * and the encoder reports L3_ERR_UNSUPPORTED. */
-#pragma weak l3_transcode_png
-
 int l3cache_default_encode(void *ctx, const void *png, size_t png_size,
                            const struct l3_encode_options *opts,
                            void **out_ret, size_t *size_ret);
@@ -19,8 +15,6 @@ int l3cache_default_encode(void *ctx, const void *png, size_t png_size,
                            void **out_ret, size_t *size_ret)
 {
     (void)ctx;
-    if (!l3_transcode_png)
-        return L3_ERR_UNSUPPORTED;
     return l3_transcode_png(png, png_size, opts, out_ret, size_ret);
 }
 
