@@ -25,6 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -58,6 +61,8 @@ struct node {
     int opened;                  /* opened_key below is valid */
     struct l3cache_key opened_key; /* object of the last open: pages in the kernel */
     int ctl_id;                  /* control files */
+    int wd;                      /* directories: inotify watch, or -1 */
+    struct node *wd_next;        /* chain of W.by_wd (under D.table_lock) */
 };
 
 struct fh {
@@ -180,6 +185,65 @@ static void table_grow(void)
     D.nbuckets = nb;
 }
 
+
+/* ------------------------------------------------------ source watching
+ *
+ * Directories the kernel knows are watched with inotify (when the source
+ * filesystem supports it). A change of an entry invalidates the kernel's
+ * dentries of every name it can affect, so the next access looks it up
+ * again: changes show at once instead of after the timeouts. Sources on
+ * network filesystems changed by other hosts are not seen by inotify and
+ * rely on --timeout/--dir-timeout. */
+#define WD_BUCKETS 4096
+#define WATCH_MASK                                                                        \
+    (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB | IN_CLOSE_WRITE |   \
+     IN_ONLYDIR)
+static struct {
+    int fd;      /* inotify instance, or -1 */
+    int stop_fd; /* eventfd that ends the thread */
+    pthread_t thread;
+    int running;
+    int warned;
+    struct node *by_wd[WD_BUCKETS];
+} W = {.fd = -1, .stop_fd = -1};
+
+/* Both with D.table_lock held. */
+static void watch_add_locked(struct node *n)
+{
+    n->wd = -1;
+    if (W.fd < 0)
+        return;
+    char p[64];
+    snprintf(p, sizeof p, "/proc/self/fd/%d", n->fd);
+    int wd = inotify_add_watch(W.fd, p, WATCH_MASK);
+    if (wd < 0) {
+        if (!W.warned) {
+            W.warned = 1;
+            LOG_W("cannot watch %s for changes (%s): relying on the timeouts there and below",
+                  n->relpath[0] ? n->relpath : ".", strerror(errno));
+        }
+        return;
+    }
+    n->wd = wd;
+    struct node **b = &W.by_wd[(unsigned)wd % WD_BUCKETS];
+    n->wd_next = *b;
+    *b = n;
+}
+
+static void watch_unlink_locked(struct node *n, int rm)
+{
+    if (n->wd < 0)
+        return;
+    struct node **pp = &W.by_wd[(unsigned)n->wd % WD_BUCKETS];
+    while (*pp && *pp != n)
+        pp = &(*pp)->wd_next;
+    if (*pp)
+        *pp = n->wd_next;
+    if (rm && W.fd >= 0)
+        inotify_rm_watch(W.fd, n->wd);
+    n->wd = -1;
+}
+
 static void node_free(struct node *n)
 {
     if (n->fd >= 0)
@@ -225,10 +289,13 @@ static struct node *node_ref(int fd, const struct stat *st, int kind, const char
     n->relpath = rp;
     n->mode = st->st_mode & S_IFMT;
     n->obj_fd = -1;
+    n->wd = -1;
     pthread_mutex_init(&n->lock, NULL);
     n->next = D.buckets[h];
     D.buckets[h] = n;
     D.count++;
+    if (kind == NK_SRC && S_ISDIR(st->st_mode))
+        watch_add_locked(n);
     pthread_mutex_unlock(&D.table_lock);
     return n;
 }
@@ -249,6 +316,7 @@ static void node_unref(struct node *n, uint64_t count)
         if (*pp)
             *pp = n->next;
         D.count--;
+        watch_unlink_locked(n, 1);
         pthread_mutex_unlock(&D.table_lock);
         node_free(n);
         return;
@@ -1333,6 +1401,113 @@ static const struct fuse_lowlevel_ops ops = {
 
 /* ----------------------------------------------------------------- run */
 
+static void inval_entry(fuse_ino_t parent, const char *name)
+{
+    int r = fuse_lowlevel_notify_inval_entry(D.se, parent, name, strlen(name));
+    if (r < 0 && r != -ENOENT)
+        LOG_D("invalidate %s: %s", name, strerror(-r));
+}
+
+/* Every visible name a change of source entry NAME can affect. */
+static void inval_names(fuse_ino_t parent, const char *name)
+{
+    size_t stem;
+    char l3[256];
+    char v[8][256];
+    inval_entry(parent, name);
+    if (l3fs_has_png_ext(name, &stem)) {
+        if (l3fs_l3_name(name, l3) == 0)
+            inval_entry(parent, l3);
+    } else if (l3fs_has_l3_ext(name, &stem) && l3fs_png_variants(name, stem, v) == 0) {
+        for (int k = 0; k < 8; k++)
+            inval_entry(parent, v[k]);
+    }
+}
+
+static void *watch_main(void *arg)
+{
+    (void)arg;
+    char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
+    struct pollfd p[2] = {{.fd = W.fd, .events = POLLIN}, {.fd = W.stop_fd, .events = POLLIN}};
+    for (;;) {
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (p[1].revents)
+            break;
+        ssize_t len = read(W.fd, buf, sizeof buf);
+        if (len <= 0)
+            continue;
+        for (char *q = buf; q < buf + len;) {
+            struct inotify_event *ev = (struct inotify_event *)(void *)q;
+            q += sizeof *ev + ev->len;
+            if (ev->mask & IN_Q_OVERFLOW) {
+                LOG_D("change notifications overflowed: the timeouts apply");
+                continue;
+            }
+            fuse_ino_t parent = 0;
+            pthread_mutex_lock(&D.table_lock);
+            struct node *n = W.by_wd[(unsigned)ev->wd % WD_BUCKETS];
+            while (n && n->wd != ev->wd)
+                n = n->wd_next;
+            if (n && (ev->mask & IN_IGNORED))
+                watch_unlink_locked(n, 0); /* the kernel dropped the watch */
+            else if (n)
+                parent = id_of(n);
+            pthread_mutex_unlock(&D.table_lock);
+            if (parent && ev->len && ev->name[0])
+                inval_names(parent, ev->name);
+        }
+    }
+    return NULL;
+}
+
+static void watch_start(void)
+{
+    if (D.opts->no_watch)
+        return;
+    W.fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    W.stop_fd = eventfd(0, EFD_CLOEXEC);
+    if (W.fd < 0 || W.stop_fd < 0) {
+        LOG_W("no change notifications (%s): relying on the timeouts", strerror(errno));
+        goto fail;
+    }
+    pthread_mutex_lock(&D.table_lock);
+    watch_add_locked(&D.root);
+    pthread_mutex_unlock(&D.table_lock);
+    if (pthread_create(&W.thread, NULL, watch_main, NULL) != 0) {
+        LOG_W("cannot start the change watcher: relying on the timeouts");
+        goto fail;
+    }
+    W.running = 1;
+    return;
+fail:
+    if (W.fd >= 0)
+        close(W.fd);
+    if (W.stop_fd >= 0)
+        close(W.stop_fd);
+    W.fd = W.stop_fd = -1;
+    D.root.wd = -1;
+}
+
+static void watch_stop(void)
+{
+    if (W.running) {
+        uint64_t one = 1;
+        if (write(W.stop_fd, &one, sizeof one) != (ssize_t)sizeof one)
+            LOG_W("cannot stop the change watcher");
+        pthread_join(W.thread, NULL);
+        W.running = 0;
+    }
+    if (W.fd >= 0)
+        close(W.fd); /* drops every watch */
+    if (W.stop_fd >= 0)
+        close(W.stop_fd);
+    W.fd = W.stop_fd = -1;
+}
+
 /* Every node the kernel knows holds a descriptor: raise the limit as far as
  * allowed (root may go past the hard limit, up to fs.nr_open). */
 static void raise_fd_limit(void)
@@ -1414,6 +1589,7 @@ int l3fs_run(struct l3fs_options *opts, int ready_fd)
     D.root.relpath = (char *)"";
     D.root.obj_fd = -1;
     D.root.nlookup = 1;
+    D.root.wd = -1;
     D.ctl_dir.kind = NK_CTL_DIR;
     D.ctl_dir.fd = -1;
     D.ctl_dir.obj_fd = -1;
@@ -1512,6 +1688,7 @@ int l3fs_run(struct l3fs_options *opts, int ready_fd)
                 close(nfd);
         }
     }
+    watch_start();
     if (opts->singlethread) {
         r = fuse_session_loop(D.se);
     } else {
@@ -1526,6 +1703,7 @@ int l3fs_run(struct l3fs_options *opts, int ready_fd)
             fuse_loop_cfg_destroy(lc);
         }
     }
+    watch_stop();
     status = r < 0 ? 1 : 0;
     if (r > 0)
         LOG_I("signal %d: unmounting", r);

@@ -43,6 +43,7 @@ struct l3fs_options {
     int fsync_policy;      /* --fsync none|object|all */
     int log_level;         /* --log-level error|warn|info|debug */
     int use_syslog;        /* --syslog */
+    int no_watch;          /* --no-watch: no inotify, timeouts only */
     int foreground;        /* -f */
     int debug;             /* -d (libfuse request tracing, implies -f) */
     int singlethread;      /* -s */

@@ -51,6 +51,7 @@ void l3fs_usage(const char *prog, int full)
             "  --max-memory SIZE     memory one encode may use (default 4G)\n"
             "  --timeout SEC         kernel entry/attribute timeout of .l3 files (default 10)\n"
             "  --dir-timeout SEC     the same for directories and other files (default 1)\n"
+            "  --no-watch            no inotify: source changes show after the timeouts only\n"
             "  --fsync none|object|all  cache durability policy (default object)\n"
             "  --log-level LEVEL     error, warn, info, debug (default warn)\n"
             "  --syslog              log to syslog (default when in the background)\n"
@@ -176,6 +177,10 @@ static int apply(struct l3fs_options *o, const char *name, const char *v)
 {
     if (strcmp(name, "syslog") == 0) {
         o->use_syslog = 1;
+        return 0;
+    }
+    if (strcmp(name, "no-watch") == 0) {
+        o->no_watch = 1;
         return 0;
     }
     if (!is_valued(name))

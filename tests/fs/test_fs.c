@@ -865,6 +865,84 @@ Test(mount, source_changes_are_picked_up)
     cr_assert_eq(unmount_fs(), 0);
 }
 
+/* Waits up to 3 s for stat(path) to give size `want` (or ENOENT for -1). */
+static int wait_size(const char *path, long long want)
+{
+    for (int i = 0; i < 300; i++) {
+        struct stat st;
+        int r = stat(path, &st);
+        if ((want < 0 && r < 0 && errno == ENOENT) || (want >= 0 && r == 0 && st.st_size == want))
+            return 1;
+        usleep(10000);
+    }
+    return 0;
+}
+
+Test(mount, source_changes_seen_at_once_with_long_timeouts)
+{
+    make_tree(0);
+    mount_fs("--timeout", "3600", "--dir-timeout", "3600", NULL);
+    char s[PATH_MAX], m[PATH_MAX], q[PATH_MAX];
+    srcpath(s, sizeof s, "a/b/c/deep.png");
+    mntpath(m, sizeof m, "a/b/c/deep.l3");
+    size_t len;
+    void *d = slurp(m, &len);
+    cr_assert(d);
+    free(d);
+    /* rewritten (replaced by rename, as most tools do): new bytes at once */
+    srcpath(q, sizeof q, "a/b/c/.deep.tmp");
+    write_png(q, 120, 30, PNG_COLOR_TYPE_RGBA, 8, 0, 0, 99);
+    cr_assert_eq(rename(q, s), 0);
+    int seen = 0;
+    for (int i = 0; i < 300 && !seen; i++) {
+        struct stat st;
+        seen = stat(m, &st) == 0 && (size_t)st.st_size != len;
+        if (!seen)
+            usleep(10000);
+    }
+    cr_assert(seen, "the change was not seen within 3 s");
+    d = slurp(m, &len);
+    cr_assert(d);
+    check_pixels(d, len, s);
+    free(d);
+    /* rewritten in place */
+    write_png(s, 60, 60, PNG_COLOR_TYPE_GRAY, 16, 0, 0, 7);
+    seen = 0;
+    for (int i = 0; i < 300 && !seen; i++) {
+        d = slurp(m, &len);
+        struct l3_info info;
+        seen = d && l3_read_info(d, len, &info, NULL) == L3_OK && info.width == 60;
+        if (seen)
+            check_pixels(d, len, s);
+        free(d);
+        if (!seen)
+            usleep(10000);
+    }
+    cr_assert(seen, "the in-place rewrite was not seen within 3 s");
+    /* deleted: ENOENT; a new PNG appears */
+    cr_assert_eq(unlink(s), 0);
+    cr_assert(wait_size(m, -1), "deleted source still visible");
+    srcpath(s, sizeof s, "a/fresh.png");
+    mntpath(m, sizeof m, "a/fresh.l3");
+    struct stat st;
+    cr_assert(stat(m, &st) < 0);
+    write_png(s, 10, 10, PNG_COLOR_TYPE_GRAY, 8, 0, 0, 3);
+    int found = 0;
+    for (int i = 0; i < 300 && !found; i++) {
+        found = stat(m, &st) == 0;
+        if (!found)
+            usleep(10000);
+    }
+    cr_assert(found, "new PNG not visible");
+    /* a real .l3 appearing next to the PNG takes the name; the PNG shows as PNG */
+    srcpath(q, sizeof q, "a/fresh.l3");
+    spit(q, "real\n", 5);
+    cr_assert(wait_size(m, 5), "the real .l3 did not take over the name");
+    mntpath(q, sizeof q, "a/fresh.png");
+    cr_assert_eq(stat(q, &st), 0, "the PNG is visible under its own name: %s", strerror(errno));
+    cr_assert_eq(unmount_fs(), 0);
+}
+
 Test(mount, exclude_keeps_png)
 {
     make_tree(0);
