@@ -550,7 +550,7 @@ static int check_object(struct l3cache *c, int fd, uint64_t size, int full)
 /* Opens and verifies an object. Returns 0 (fd/size set), -ENOENT when
  * absent, -EBADMSG when it was corrupt (it is then removed), -errno. */
 static int object_open(struct l3cache *c, const struct l3cache_key *key,
-                       uint64_t expect_size, int *fd_ret, uint64_t *size_ret)
+                       int *fd_ret, uint64_t *size_ret)
 {
     char rel[64];
     l3cache_object_relpath(key, rel);
@@ -563,14 +563,14 @@ static int object_open(struct l3cache *c, const struct l3cache_key *key,
         return -EIO;
     }
     uint64_t size = (uint64_t)st.st_size;
-    int bad = expect_size && size != expect_size;
-    if (!bad) {
-        int r = check_object(c, fd, size, c->in.verify_full);
-        if (r < 0) {
-            close(fd);
-            return r;
-        }
-        bad = r;
+    /* The check compares the file size with the sizes in the object's own
+     * checksummed header; a size that differs from the index's is then an
+     * index entry that is out of date (two builds of one format version
+     * whose encoders differ), not a corrupt object: the caller fixes it. */
+    int bad = check_object(c, fd, size, c->in.verify_full);
+    if (bad < 0) {
+        close(fd);
+        return bad;
     }
     if (bad) {
         close(fd);
@@ -798,7 +798,7 @@ static int produce(struct l3cache *c, const struct l3cache_key *key,
         }
         int fd;
         uint64_t size;
-        if (object_open(c, key, 0, &fd, &size) == 0) {
+        if (object_open(c, key, &fd, &size) == 0) {
             if (rfd >= 0)
                 close(rfd);
             *fd_ret = fd;
@@ -831,7 +831,7 @@ static int produce(struct l3cache *c, const struct l3cache_key *key,
     /* Another process may have stored it since our first look. */
     int fd = -1;
     uint64_t size = 0;
-    int r = object_open(c, key, 0, &fd, &size);
+    int r = object_open(c, key, &fd, &size);
     if (r == 0) {
         *was_hit_ret = 1;
         pthread_mutex_lock(&c->mu);
@@ -950,8 +950,14 @@ int l3cache_get(l3cache *c, int src_fd, const struct stat *st,
     int fd;
     uint64_t size;
     if (known) {
-        int r = object_open(c, &e.key, e.encoded_size, &fd, &size);
+        int r = object_open(c, &e.key, &fd, &size);
         if (r == 0) {
+            if (size != e.encoded_size) {
+                pthread_mutex_lock(&c->mu);
+                e.encoded_size = size;
+                index_append(c, &e);
+                pthread_mutex_unlock(&c->mu);
+            }
             count_hit(c, size);
             obj->fd = fd;
             obj->size = size;
@@ -969,7 +975,7 @@ int l3cache_get(l3cache *c, int src_fd, const struct stat *st,
     struct l3cache_key key;
     l3cache_key_compute(buf, len, c->in.format_version, &c->opts.encode, &key);
 
-    r = (known && key_eq(&key, &e.key)) ? -ENOENT : object_open(c, &key, 0, &fd, &size);
+    r = (known && key_eq(&key, &e.key)) ? -ENOENT : object_open(c, &key, &fd, &size);
     if (r == 0) {
         free(buf);
         pthread_mutex_lock(&c->mu);

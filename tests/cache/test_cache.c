@@ -724,6 +724,103 @@ Test(cache, torn_tail_followed_by_new_appends_of_another_process)
     l3cache_close(holder);
 }
 
+Test(cache, concurrent_openers_while_one_compacts)
+{
+    enum { N = 8, KIDS = 4 };
+    char names[N][16];
+    l3cache *c = open_fake(cachedir, 0, NULL);
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof(names[i]), "k%02d.png", i);
+        make_png(names[i], 16, 16, 700 + (unsigned)i, 1);
+        get_ok(c, names[i], 0);
+    }
+    l3cache_close(c);
+    /* bloat the log with superseded records so that the next sole opener
+     * compacts it */
+    char log[512];
+    snprintf(log, sizeof(log), "%s/index.log", cachedir);
+    struct l3cache_source s0 = source_of(names[0]);
+    struct l3cache_entry dup = {.src = s0, .encoded_size = 12345,
+                                .params_id = l3cache_params_id(L3_FORMAT_VERSION, NULL)};
+    uint8_t rec[L3CACHE_REC_ENTRY_SIZE];
+    int fd = open(log, O_WRONLY | O_APPEND);
+    for (int i = 0; i < 3000; i++) {
+        dup.encoded_size = 12345 + (uint64_t)i;
+        l3cache_rec_encode_entry(&dup, rec);
+        cr_assert_eq(write(fd, rec, sizeof(rec)), (ssize_t)sizeof(rec));
+    }
+    close(fd);
+    /* the newest record wins and its size is wrong on purpose (as after
+     * two builds with different encoders): the valid object is served and
+     * the entry corrected, nothing is re-encoded or removed */
+    pid_t kids[KIDS];
+    for (int k = 0; k < KIDS; k++) {
+        kids[k] = fork();
+        if (kids[k] == 0) {
+            struct l3cache_internal in;
+            fake_internal(&in, &fc);
+            struct l3cache_options o = {.dir = cachedir};
+            l3cache *kc;
+            if (l3cache_open_internal(&o, &in, &kc) != 0)
+                _exit(1);
+            int bad = 0;
+            for (int r = 0; r < 20; r++)
+                for (int i = 0; i < N; i++) {
+                    char p[512];
+                    src_path(p, sizeof(p), names[i]);
+                    int sfd = open(p, O_RDONLY);
+                    struct stat st;
+                    fstat(sfd, &st);
+                    struct l3cache_object obj;
+                    uint8_t *want, *got;
+                    size_t want_size;
+                    if (l3cache_get(kc, sfd, &st, &obj, NULL) != 0 ||
+                        fake_expected(p, &want, &want_size) != 0) {
+                        bad = 1;
+                        close(sfd);
+                        continue;
+                    }
+                    close(sfd);
+                    long n = read_fd(obj.fd, &got);
+                    if (n != (long)want_size || memcmp(got, want, want_size) != 0)
+                        bad = 1;
+                    close(obj.fd);
+                    free(want);
+                    free(got);
+                }
+            l3cache_close(kc);
+            _exit(bad ? 3 : 0);
+        }
+    }
+    for (int k = 0; k < KIDS; k++) {
+        int st;
+        waitpid(kids[k], &st, 0);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "opener %d failed (%d)", k,
+                  WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    }
+    c = open_fake(cachedir, 0, NULL);
+    for (int i = 0; i < N; i++) {
+        struct l3cache_source s = source_of(names[i]);
+        uint64_t esize;
+        cr_assert_eq(l3cache_index_lookup(c, &s, &esize, NULL), 0, "entry %d lost", i);
+        struct l3cache_object obj;
+        cr_assert_eq(get_file(c, names[i], &obj, NULL), 0);
+        cr_assert_eq(obj.size, esize, "index size of %d is stale", i);
+        cr_assert_eq(obj.hit, 1);
+        close(obj.fd);
+    }
+    struct stat st;
+    cr_assert_eq(stat(log, &st), 0);
+    cr_assert_lt(st.st_size, 1000 * L3CACHE_REC_ENTRY_SIZE, "log was not compacted (%lld bytes)",
+                 (long long)st.st_size);
+    struct l3cache_stats s;
+    l3cache_get_stats(c, &s);
+    cr_assert_eq(s.total.lookups, N + KIDS * 20 * N + N);
+    cr_assert_eq(s.total.corrupt_repaired, 0, "a stale index size is not a corrupt object");
+    cr_assert_eq(s.total.encodes, N);
+    l3cache_close(c);
+}
+
 /* -------------------------------------------------------- temp cleanup */
 
 static void touch_file(const char *dir, const char *name, time_t age)
