@@ -1,0 +1,198 @@
+/* make_seeds.c — writes seed corpora for the fuzz harnesses.
+ *
+ *   make_seeds L3_DIR PNG_DIR [PNG files or directories...]
+ *
+ * Seeds are small so that the fuzzers stay fast:
+ *  - every PNG given (directories walked recursively): a crop of at most
+ *    48x32 pixels, same colour type, depth and palette, written as PNG and
+ *    as L3 (default tiles and 16x16 tiles); files of at most 4 KiB (PngSuite)
+ *    are also copied byte for byte, interlacing and ancillary chunks kept;
+ *  - generated images of every colour model and bit depth (PNG and L3).
+ * Prints the number of seeds written.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "l3.h"
+
+static const char *l3_dir, *png_dir;
+static unsigned seeds;
+
+static void put(const char *dir, const char *name, const void *d, size_t n)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "wb");
+    if (f == NULL || fwrite(d, 1, n, f) != n) {
+        fprintf(stderr, "make_seeds: %s: %s\n", p, strerror(errno));
+        exit(1);
+    }
+    fclose(f);
+    seeds++;
+}
+
+static void emit(const char *tag, const struct l3_info *info, const void *px, size_t stride)
+{
+    char name[512];
+    void *out = NULL;
+    size_t n = 0;
+    if (l3_png_encode(info, px, stride, &out, &n) == L3_OK) {
+        snprintf(name, sizeof name, "%s.png", tag);
+        put(png_dir, name, out, n);
+        free(out);
+    }
+    for (int t = 0; t < 2; t++) {
+        struct l3_encode_options eo;
+        memset(&eo, 0, sizeof eo);
+        eo.tile_width = eo.tile_height = t ? 16 : 0;
+        if (l3_encode(info, px, stride, &eo, &out, &n) == L3_OK) {
+            snprintf(name, sizeof name, "%s.t%d.l3", tag, t ? 16 : 0);
+            put(l3_dir, name, out, n);
+            l3_free(out);
+        }
+    }
+}
+
+static void from_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (len <= 0 || len > (64L << 20)) {
+        fclose(f);
+        return;
+    }
+    unsigned char *d = malloc((size_t)len);
+    size_t n = fread(d, 1, (size_t)len, f);
+    fclose(f);
+    char tag[300];
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    snprintf(tag, sizeof tag, "%.200s", base);
+    char *dot = strrchr(tag, '.');
+    if (dot)
+        *dot = '\0';
+    if (n <= 4096 && l3_is_png(d, n)) {
+        char name[320];
+        snprintf(name, sizeof name, "orig-%s.png", tag);
+        put(png_dir, name, d, n);
+    }
+    struct l3_info info;
+    void *px = NULL;
+    if (l3_png_decode(d, n, NULL, &info, &px, NULL) == L3_OK) {
+        /* A crop from the middle of the image (real content, small seed). */
+        size_t sb = l3_sample_bytes(&info), row = l3_row_bytes(&info);
+        uint32_t cw = info.width < 48 ? info.width : 48;
+        uint32_t ch = info.height < 32 ? info.height : 32;
+        uint32_t x0 = (info.width - cw) / 2, y0 = (info.height - ch) / 2;
+        const unsigned char *start = (const unsigned char *)px + (size_t)y0 * row +
+                                     (size_t)x0 * info.channels * sb;
+        struct l3_info ci = info;
+        ci.width = cw;
+        ci.height = ch;
+        char ctag[320];
+        snprintf(ctag, sizeof ctag, "crop-%s", tag);
+        emit(ctag, &ci, start, row);
+    }
+    free(px);
+    free(d);
+}
+
+static void walk(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return;
+    if (!S_ISDIR(st.st_mode)) {
+        size_t l = strlen(path);
+        if (l > 4 && strcmp(path + l - 4, ".png") == 0)
+            from_file(path);
+        return;
+    }
+    DIR *dir = opendir(path);
+    if (dir == NULL)
+        return;
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+        walk(p);
+    }
+    closedir(dir);
+}
+
+static void generated(void)
+{
+    static const struct {
+        uint8_t color, channels, depth;
+    } f[] = {{0, 1, 1}, {0, 1, 2}, {0, 1, 4}, {0, 1, 8}, {0, 1, 16}, {1, 2, 8}, {1, 2, 16},
+             {2, 3, 8}, {2, 3, 16}, {3, 4, 8}, {3, 4, 16}, {4, 1, 1}, {4, 1, 2}, {4, 1, 4},
+             {4, 1, 8}};
+    for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) {
+        struct l3_info info;
+        memset(&info, 0, sizeof info);
+        info.width = 21;
+        info.height = 13;
+        info.color = f[k].color;
+        info.channels = f[k].channels;
+        info.bit_depth = f[k].depth;
+        unsigned maxv = f[k].depth == 16 ? 65535u : (1u << f[k].depth) - 1u;
+        if (info.color == L3_COLOR_PALETTE) {
+            info.palette_len = (uint16_t)(maxv + 1 > 6 ? 6 : maxv + 1);
+            info.palette_alpha_len = 1;
+            for (unsigned i = 0; i < info.palette_len; i++) {
+                info.palette[i][0] = (uint8_t)(i * 40);
+                info.palette[i][1] = (uint8_t)(i * 10);
+                info.palette[i][2] = (uint8_t)(255 - i);
+                info.palette[i][3] = i ? 255 : 0;
+            }
+            maxv = info.palette_len - 1u;
+        }
+        if (info.color == L3_COLOR_GRAY || info.color == L3_COLOR_RGB) {
+            info.has_trns_key = (k & 1) != 0;
+            info.trns_key[0] = info.trns_key[1] = info.trns_key[2] = (uint16_t)(maxv / 2);
+        }
+        size_t samples = (size_t)info.width * info.height * info.channels;
+        size_t sb = f[k].depth == 16 ? 2 : 1;
+        unsigned char *px = malloc(samples * sb);
+        for (size_t i = 0; i < samples; i++) {
+            unsigned v = (i % 29 < 10) ? 0 : (unsigned)((i * 7919u) ^ (i >> 3)) % (maxv + 1);
+            if (sb == 2) {
+                uint16_t s = (uint16_t)v;
+                memcpy(px + 2 * i, &s, 2);
+            } else {
+                px[i] = (unsigned char)v;
+            }
+        }
+        char tag[64];
+        snprintf(tag, sizeof tag, "gen-c%u-d%u", f[k].color, f[k].depth);
+        emit(tag, &info, px, 0);
+        free(px);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: make_seeds L3_DIR PNG_DIR [PNG files or directories...]\n");
+        return 2;
+    }
+    l3_dir = argv[1];
+    png_dir = argv[2];
+    mkdir(l3_dir, 0777);
+    mkdir(png_dir, 0777);
+    generated();
+    for (int i = 3; i < argc; i++)
+        walk(argv[i]);
+    printf("make_seeds: %u seeds in %s and %s\n", seeds, l3_dir, png_dir);
+    return 0;
+}
