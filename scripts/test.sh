@@ -8,6 +8,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
+
+# ---- PngSuite images for the codec tests (35 files from Debian's golang-1.19-src,
+# about 5 s; the tests skip PngSuite with a reason when this cannot fetch them) ----
+scripts/fetch-pngsuite.sh || echo "== warning: PngSuite not fetched; its codec tests will be skipped" >&2
+# ---- end PngSuite ----
+
 jobs=$(nproc)
 steps=${L3_TEST_STEPS:-main asan fuzz}
 passed=0; failed=0; skipped=0

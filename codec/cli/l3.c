@@ -290,11 +290,25 @@ static int cmd_decode(int argc, char **argv)
 
 /* ------------------------------------------------------------ info */
 
-static void print_info(const char *path, const struct l3_info *i, size_t file_size)
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static uint64_t rd_u64le(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static void print_info(const char *path, const struct l3_info *i, const struct l3_layout *lay,
+                       const unsigned char *d, size_t file_size)
 {
     printf("%s:\n", path);
-    printf("  format          L3, version %d (library %s)\n", L3_FORMAT_VERSION,
-           L3_VERSION_STRING);
+    printf("  format          L3 version %d\n", L3_FORMAT_VERSION);
     printf("  size            %u x %u\n", i->width, i->height);
     printf("  colour          %s, %u channel%s, %u-bit samples\n", color_name(i->color),
            i->channels, i->channels == 1 ? "" : "s", i->bit_depth);
@@ -308,16 +322,42 @@ static void print_info(const char *path, const struct l3_info *i, size_t file_si
             printf("  transparent key RGB %u %u %u\n", i->trns_key[0], i->trns_key[1],
                    i->trns_key[2]);
     }
-    uint64_t tiles = (uint64_t)i->tiles_x * i->tiles_y;
     size_t raw = l3_decoded_size(i, 0);
-    printf("  tiles           %u x %u pixels, %u x %u = %llu tiles\n", i->tile_width,
-           i->tile_height, i->tiles_x, i->tiles_y, (unsigned long long)tiles);
-    printf("  file size       %zu bytes (%.3f bits/pixel, %.1f%% of the %zu raw bytes)\n",
-           file_size, 8.0 * (double)file_size / ((double)i->width * i->height),
+    printf("  tiles           %u x %u pixels, %u x %u = %u tiles, %u coded planes each\n",
+           i->tile_width, i->tile_height, i->tiles_x, i->tiles_y, lay->tile_count, lay->planes);
+    printf("  file size       %zu bytes = %zu header (incl. tile table) + %llu payload%s\n",
+           file_size, lay->header_size, (unsigned long long)lay->payload_size,
+           (uint64_t)file_size - lay->header_size == lay->payload_size ? ""
+                                                                       : " (SIZE MISMATCH)");
+    printf("  compression     %.3f bits/pixel, %.1f%% of the %zu decoded bytes\n",
+           8.0 * (double)file_size / ((double)i->width * i->height),
            raw ? 100.0 * (double)file_size / (double)raw : 0.0, raw);
-    if (tiles)
-        printf("  mean tile       %.1f bytes (header and tile table included)\n",
-               (double)file_size / (double)tiles);
+    printf("  header checksum OK (XXH3-64); payload checksum %016llx (check with 'l3 verify')\n",
+           (unsigned long long)lay->payload_hash);
+    /* Tile sizes from the tile table (u64 end offsets into the payload). */
+    if (lay->tile_count > 0) {
+        uint64_t prev = 0, mn = UINT64_MAX, mx = 0;
+        uint64_t *sizes = malloc(sizeof *sizes * lay->tile_count);
+        for (uint32_t t = 0; t < lay->tile_count; t++) {
+            uint64_t end = rd_u64le(d + lay->table_offset + 8 * (size_t)t);
+            uint64_t sz = end - prev;
+            prev = end;
+            if (sz < mn)
+                mn = sz;
+            if (sz > mx)
+                mx = sz;
+            if (sizes)
+                sizes[t] = sz;
+        }
+        printf("  tile bytes      min %llu, mean %.1f, max %llu", (unsigned long long)mn,
+               (double)lay->payload_size / lay->tile_count, (unsigned long long)mx);
+        if (sizes) {
+            qsort(sizes, lay->tile_count, sizeof *sizes, cmp_u64);
+            printf(", median %llu", (unsigned long long)sizes[lay->tile_count / 2]);
+            free(sizes);
+        }
+        printf("\n");
+    }
 }
 
 static int cmd_info(int argc, char **argv)
@@ -330,8 +370,9 @@ static int cmd_info(int argc, char **argv)
     if (read_or_report(path, &d, &n))
         return 1;
     struct l3_info info;
+    struct l3_layout layout;
     size_t needed = 0;
-    int st = l3_read_info(d, n, &info, &needed);
+    int st = l3_read_layout(d, n, &info, &layout, &needed);
     if (st != L3_OK) {
         if (st == L3_ERR_TRUNCATED && needed > n)
             cli_error(path, "%s (%zu bytes, header and tile table need %zu)", l3_strerror(st), n,
@@ -341,7 +382,7 @@ static int cmd_info(int argc, char **argv)
         free(d);
         return 1;
     }
-    print_info(path, &info, n);
+    print_info(path, &info, &layout, d, n);
     free(d);
     return 0;
 }
