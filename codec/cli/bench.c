@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "cli.h"
 
@@ -22,10 +23,48 @@ struct bench_file {
     size_t png_size;
 };
 
+/* The timed operations. */
+enum { OP_PNG, OP_ENC1, OP_ENCN, OP_DEC1, OP_DECN, OPS };
+
 struct bench_totals {
     double raw, png, l3;
-    double t_png, t_enc1, t_encn, t_dec1, t_decn;
+    double wall[OPS], cpu[OPS]; /* sums of the per-file best times */
 };
+
+/* CPU time of the calling thread: for single-threaded operations it does
+ * not count time the machine spent on other processes. */
+static double thread_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+struct stopwatch {
+    double wall, cpu;
+};
+
+static void sw_start(struct stopwatch *w)
+{
+    w->wall = cli_now();
+    w->cpu = thread_cpu();
+}
+
+static void sw_stop(const struct stopwatch *w, double *best_wall, double *best_cpu)
+{
+    double cpu = thread_cpu() - w->cpu, wall = cli_now() - w->wall;
+    if (*best_wall == 0 || wall < *best_wall)
+        *best_wall = wall;
+    if (*best_cpu == 0 || cpu < *best_cpu)
+        *best_cpu = cpu;
+}
+
+/* The time shown for an operation: CPU time for the single-threaded ones
+ * when asked (--cpu-time), wall-clock time otherwise. */
+static double shown(const double *wall, const double *cpu, int op, int cpu_mode)
+{
+    return cpu_mode && op != OP_ENCN && op != OP_DECN ? cpu[op] : wall[op];
+}
 
 static int add_file(struct bench_file **v, size_t *n, size_t *cap, const char *path)
 {
@@ -108,15 +147,9 @@ static const char *base_name(const char *p)
     return s ? s + 1 : p;
 }
 
-static void min_time(double *best, double t)
-{
-    if (*best == 0 || t < *best)
-        *best = t;
-}
-
 /* Measures one file. Returns 0, or 1 after reporting an error. */
 static int bench_one(const struct bench_file *f, unsigned threads, unsigned reps,
-                     uint32_t tile, int csv, struct bench_totals *tot)
+                     uint32_t tile, int csv, int cpu_mode, struct bench_totals *tot)
 {
     struct l3_info info;
     void *px = NULL;
@@ -162,65 +195,67 @@ static int bench_one(const struct bench_file *f, unsigned threads, unsigned reps
         return 1;
     }
 
-    double t_png = 0, t_enc1 = 0, t_encn = 0, t_dec1 = 0, t_decn = 0;
+    double wall[OPS] = {0}, cpu[OPS] = {0};
     int rc = 0;
     for (unsigned r = 0; r < reps && rc == 0; r++) {
+        struct stopwatch w;
+        int sts[OPS];
         void *p2 = NULL;
-        double t0 = cli_now();
-        st = l3_png_decode(f->png, f->png_size, NULL, NULL, &p2, NULL);
-        min_time(&t_png, cli_now() - t0);
+        sw_start(&w);
+        sts[OP_PNG] = l3_png_decode(f->png, f->png_size, NULL, NULL, &p2, NULL);
+        sw_stop(&w, &wall[OP_PNG], &cpu[OP_PNG]);
         free(p2);
 
         void *e = NULL;
         size_t en = 0;
-        t0 = cli_now();
-        int st2 = l3_encode(&info, px, 0, &eo1, &e, &en);
-        min_time(&t_enc1, cli_now() - t0);
+        sw_start(&w);
+        sts[OP_ENC1] = l3_encode(&info, px, 0, &eo1, &e, &en);
+        sw_stop(&w, &wall[OP_ENC1], &cpu[OP_ENC1]);
         l3_free(e);
         e = NULL;
-        t0 = cli_now();
-        int st3 = l3_encode(&info, px, 0, &eon, &e, &en);
-        min_time(&t_encn, cli_now() - t0);
+        sw_start(&w);
+        sts[OP_ENCN] = l3_encode(&info, px, 0, &eon, &e, &en);
+        sw_stop(&w, &wall[OP_ENCN], &cpu[OP_ENCN]);
         l3_free(e);
 
-        t0 = cli_now();
-        int st4 = l3_decode(l3, l3n, out, pxn, 0, &do1);
-        min_time(&t_dec1, cli_now() - t0);
-        t0 = cli_now();
-        int st5 = l3_decode(l3, l3n, out, pxn, 0, &don);
-        min_time(&t_decn, cli_now() - t0);
-        int bad = st != L3_OK ? st : st2 != L3_OK ? st2 : st3 != L3_OK ? st3
-                : st4 != L3_OK ? st4 : st5;
-        if (bad != L3_OK) {
-            cli_error(f->path, "%s", l3_strerror(bad));
-            rc = 1;
-        }
+        sw_start(&w);
+        sts[OP_DEC1] = l3_decode(l3, l3n, out, pxn, 0, &do1);
+        sw_stop(&w, &wall[OP_DEC1], &cpu[OP_DEC1]);
+        sw_start(&w);
+        sts[OP_DECN] = l3_decode(l3, l3n, out, pxn, 0, &don);
+        sw_stop(&w, &wall[OP_DECN], &cpu[OP_DECN]);
+        for (int k = 0; k < OPS && rc == 0; k++)
+            if (sts[k] != L3_OK) {
+                cli_error(f->path, "%s", l3_strerror(sts[k]));
+                rc = 1;
+            }
     }
     if (rc == 0 && memcmp(out, px, pxn) != 0) {
         cli_error(f->path, "%u-thread decode differs from the source", threads);
         rc = 1;
     }
     if (rc == 0) {
-        double raw = (double)pxn;
+        double raw = (double)pxn, t[OPS];
+        for (int k = 0; k < OPS; k++)
+            t[k] = shown(wall, cpu, k, cpu_mode);
         if (csv)
             printf("%s,%u,%u,%u,%u,%zu,%zu,%zu,%.6f,%.6f,%.6f,%.6f,%.6f\n", base_name(f->path),
                    info.width, info.height, info.color, info.bit_depth, pxn, f->png_size, l3n,
-                   t_png, t_enc1, t_encn, t_dec1, t_decn);
+                   t[OP_PNG], t[OP_ENC1], t[OP_ENCN], t[OP_DEC1], t[OP_DECN]);
         else
             printf("%-34.34s %5ux%-5u %-3s%2u %9zu %9zu %6.3f %8.1f %8.1f %8.1f %8.1f %8.1f\n",
                    base_name(f->path), info.width, info.height,
                    (const char *[]){"G", "GA", "RGB", "RGBA", "P"}[info.color < 5 ? info.color : 0],
                    info.bit_depth, f->png_size, l3n, (double)l3n / (double)f->png_size,
-                   mbps(raw, t_png), mbps(raw, t_enc1), mbps(raw, t_encn), mbps(raw, t_dec1),
-                   mbps(raw, t_decn));
+                   mbps(raw, t[OP_PNG]), mbps(raw, t[OP_ENC1]), mbps(raw, t[OP_ENCN]),
+                   mbps(raw, t[OP_DEC1]), mbps(raw, t[OP_DECN]));
         tot->raw += raw;
         tot->png += (double)f->png_size;
         tot->l3 += (double)l3n;
-        tot->t_png += t_png;
-        tot->t_enc1 += t_enc1;
-        tot->t_encn += t_encn;
-        tot->t_dec1 += t_dec1;
-        tot->t_decn += t_decn;
+        for (int k = 0; k < OPS; k++) {
+            tot->wall[k] += wall[k];
+            tot->cpu[k] += cpu[k];
+        }
     }
     free(px);
     free(out);
@@ -233,7 +268,7 @@ int cli_bench(int argc, char **argv)
     unsigned threads = cli_default_threads();
     unsigned reps = 3;
     uint32_t tile = 0;
-    int csv = 0;
+    int csv = 0, cpu_mode = 0;
     struct bench_file *files = NULL;
     size_t n = 0, cap = 0;
     int rc = 0;
@@ -261,6 +296,8 @@ int cli_bench(int argc, char **argv)
             tile = (uint32_t)t;
         } else if (strcmp(argv[i], "--csv") == 0) {
             csv = 1;
+        } else if (strcmp(argv[i], "--cpu-time") == 0) {
+            cpu_mode = 1;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             cli_error(NULL, "bench: unknown option '%s' (see 'l3 --help')", argv[i]);
             rc = 2;
@@ -300,31 +337,40 @@ int cli_bench(int argc, char **argv)
             printf("l3 bench: %zu files (%.1f MB of PNG in memory), N = %u threads, tile %u, "
                    "best of %u runs\n", n, png_total / 1e6, threads,
                    tile ? tile : L3_DEFAULT_TILE, reps);
-            printf("speeds in MB/s of decoded pixels\n");
+            printf("speeds in MB/s of decoded pixels; %s\n",
+                   cpu_mode ? "libpng, enc 1t, dec 1t: thread CPU time; enc Nt, dec Nt: wall clock"
+                            : "wall-clock time");
             printf("%-34s %11s %-5s %9s %9s %6s %8s %8s %8s %8s %8s\n", "file", "size", "type",
                    "PNG B", "L3 B", "L3/PNG", "libpng", "enc 1t", "enc Nt", "dec 1t", "dec Nt");
         }
         fflush(stdout);
     }
     for (size_t i = 0; i < n && rc == 0; i++) {
-        rc = bench_one(&files[i], threads, reps, tile, csv, &tot);
+        rc = bench_one(&files[i], threads, reps, tile, csv, cpu_mode, &tot);
         fflush(stdout);
     }
     if (rc == 0 && !csv) {
+        double t[OPS];
+        for (int k = 0; k < OPS; k++)
+            t[k] = shown(tot.wall, tot.cpu, k, cpu_mode);
         printf("%-34s %11s %-5s %9.0f %9.0f %6.3f %8.1f %8.1f %8.1f %8.1f %8.1f\n", "TOTAL", "",
-               "", tot.png, tot.l3, tot.l3 / tot.png, mbps(tot.raw, tot.t_png),
-               mbps(tot.raw, tot.t_enc1), mbps(tot.raw, tot.t_encn), mbps(tot.raw, tot.t_dec1),
-               mbps(tot.raw, tot.t_decn));
-        printf("\nsummary (%zu files, %.1f MB of pixels):\n", n, tot.raw / 1e6);
+               "", tot.png, tot.l3, tot.l3 / tot.png, mbps(tot.raw, t[OP_PNG]),
+               mbps(tot.raw, t[OP_ENC1]), mbps(tot.raw, t[OP_ENCN]), mbps(tot.raw, t[OP_DEC1]),
+               mbps(tot.raw, t[OP_DECN]));
+        const double *w = tot.wall;
+        printf("\nsummary (%zu files, %.1f MB of pixels; 1-thread ratios in %s time, "
+               "N-thread ratios in wall-clock time):\n", n, tot.raw / 1e6,
+               cpu_mode ? "thread CPU" : "wall-clock");
         printf("  size               L3 = %.3f x PNG bytes\n", tot.l3 / tot.png);
         printf("  decode, 1 thread   %.2f x libpng   (%.1f vs %.1f MB/s)\n",
-               tot.t_png / tot.t_dec1, mbps(tot.raw, tot.t_dec1), mbps(tot.raw, tot.t_png));
+               t[OP_PNG] / t[OP_DEC1], mbps(tot.raw, t[OP_DEC1]), mbps(tot.raw, t[OP_PNG]));
         printf("  decode, %u threads %s%.2f x libpng   (scaling %.2f x over 1 thread)\n", threads,
-               threads < 10 ? " " : "", tot.t_png / tot.t_decn, tot.t_dec1 / tot.t_decn);
+               threads < 10 ? " " : "", w[OP_PNG] / w[OP_DECN], w[OP_DEC1] / w[OP_DECN]);
         printf("  encode, 1 thread   %.2f x libpng decode   (%.1f MB/s)\n",
-               tot.t_png / tot.t_enc1, mbps(tot.raw, tot.t_enc1));
-        printf("  encode, %u threads %s%.2f x libpng decode   (%.1f MB/s)\n", threads,
-               threads < 10 ? " " : "", tot.t_png / tot.t_encn, mbps(tot.raw, tot.t_encn));
+               t[OP_PNG] / t[OP_ENC1], mbps(tot.raw, t[OP_ENC1]));
+        printf("  encode, %u threads %s%.2f x libpng decode   (scaling %.2f x over 1 thread)\n",
+               threads, threads < 10 ? " " : "", w[OP_PNG] / w[OP_ENCN],
+               w[OP_ENC1] / w[OP_ENCN]);
     }
     for (size_t i = 0; i < n; i++) {
         free(files[i].path);

@@ -4,7 +4,7 @@
  *   l3 decode IN.l3 OUT.png|OUT.pam|- [-j N]
  *   l3 info FILE.l3
  *   l3 verify FILE.l3 [--against SRC.png]
- *   l3 bench [-j N] [-r N] [--tile N] [--csv] FILES...|DIR
+ *   l3 bench [-j N] [-r N] [--tile N] [--cpu-time] [--csv] FILES...|DIR
  *
  * Errors: one line on stderr naming the file and the reason, exit status 1
  * (2 for a usage error). Output files are written through a temporary file
@@ -36,11 +36,13 @@ static const char usage_text[] =
     "  l3 verify FILE.l3 [--against SRC.png]\n"
     "        Checks header and payload checksums and decodes every tile; with\n"
     "        --against, also compares every sample with libpng's decode of SRC.\n"
-    "  l3 bench [-j N] [-r N] [--tile N] [--csv] FILES...|DIR\n"
+    "  l3 bench [-j N] [-r N] [--tile N] [--cpu-time] [--csv] FILES...|DIR\n"
     "        PNG files (or every *.png in DIR) read into memory first, then\n"
     "        measured side by side: L3 size vs PNG, L3 encode from pixels, L3\n"
     "        decode with 1 and N threads, and libpng decode (MB/s of decoded\n"
-    "        pixels, best of -r runs, default 3).\n"
+    "        pixels, best of -r runs, default 3). --cpu-time times the\n"
+    "        single-threaded runs with the thread's CPU clock (steadier on a\n"
+    "        busy machine); --csv prints one row per file.\n"
     "\n"
     "  l3 --help | --version\n"
     "\n"
