@@ -28,7 +28,7 @@ static int same_info(const struct l3_info *a, const struct l3_info *b)
 
 static void round_trip(const uint8_t *data, size_t size)
 {
-    struct l3_limits lim = {.max_pixels = 1u << 20, .max_memory = 64u << 20};
+    struct l3_limits lim = {.max_pixels = 1u << 18, .max_memory = 32u << 20};
     struct l3_info info;
     void *px = NULL;
     size_t n = 0;
