@@ -191,7 +191,13 @@ class L3Collate:
             device = f"cuda:{torch.cuda.current_device()}"
         batch = l3.decode_batch(bufs, device=device, layout="NCHW", dtype=dtype,
                                 strict=True, **kw)
-        return torch.from_dlpack(batch)
+        x = torch.from_dlpack(batch)
+        if device == "cpu" and torch.utils.data.get_worker_info() is not None:
+            # In a worker the batch travels to the main process through shared
+            # memory: put it there once, as default_collate does.
+            shared = torch.empty(x.shape, dtype=x.dtype).share_memory_()
+            x = shared.copy_(x)
+        return x
 
     def images(self, items):
         if isinstance(items[0], (bytes, bytearray, memoryview)):
