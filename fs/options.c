@@ -25,17 +25,18 @@ int l3fs_parse_log_level(const char *s)
 
 void l3fs_usage(const char *prog, int full)
 {
-    fprintf(stderr,
+    FILE *out = full ? stdout : stderr;
+    fprintf(out,
             "usage: %s SOURCE MOUNTPOINT [options]\n"
             "       %s stats MOUNTPOINT\n"
             "       %s warm MOUNTPOINT [PATH] [-j N]\n"
             "       %s cache stats|verify|gc|clear --cache-dir DIR\n",
             prog, prog, prog, prog);
     if (!full) {
-        fprintf(stderr, "Try '%s --help' for the options.\n", prog);
+        fprintf(out, "Try '%s --help' for the options.\n", prog);
         return;
     }
-    fprintf(stderr,
+    fprintf(out,
             "\nShows the PNG tree SOURCE at MOUNTPOINT with every PNG as NAME.l3,\n"
             "encoded on first access and kept in a content-addressed cache.\n"
             "\nOptions (each also as -o name=value, with '_' for '-'):\n"
