@@ -526,6 +526,7 @@ L3_TILE_FN int l3_tile_decode(const uint8_t *tile, size_t size, unsigned planes,
                               uint32_t *flags_ret)
 {
     struct l3_tile_header th;
+    *flags_ret = 0;
     int st = l3_tile_parse(tile, size, planes, &th);
     if (st)
         return st;
