@@ -4,12 +4,15 @@
  * same samples and description (abort otherwise), and the PNG written back
  * by l3_png_encode must decode to them too. Each input is tried as is and,
  * when that changes anything, with every chunk CRC recomputed, so that
- * mutations reach libpng's decoder instead of stopping at a CRC.
+ * mutations reach libpng's decoder instead of stopping at a CRC. Every fourth
+ * input is also read through an fd (memfd): l3_png_decode_fd must agree.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "l3.h"
@@ -26,6 +29,29 @@ static int same_info(const struct l3_info *a, const struct l3_info *b)
            memcmp(a->palette, b->palette, 4u * a->palette_len) == 0;
 }
 
+/* l3_png_decode_fd on the same bytes must agree with l3_png_decode. */
+static void through_fd(const uint8_t *data, size_t size, const struct l3_limits *lim, int st,
+                       const struct l3_info *info, const void *px, size_t n)
+{
+    int fd = memfd_create("fuzz_png", 0);
+    if (fd < 0)
+        return;
+    if (write(fd, data, size) != (ssize_t)size || lseek(fd, 0, SEEK_SET) != 0) {
+        close(fd);
+        return;
+    }
+    struct l3_info fi;
+    void *fpx = NULL;
+    size_t fn = 0;
+    int fst = l3_png_decode_fd(fd, lim, &fi, &fpx, &fn);
+    close(fd);
+    if (fst != st)
+        abort();
+    if (st == L3_OK && (fn != n || memcmp(fpx, px, n) != 0 || !same_info(&fi, info)))
+        abort();
+    free(fpx);
+}
+
 static void round_trip(const uint8_t *data, size_t size)
 {
     struct l3_limits lim = {.max_pixels = 1u << 18, .max_memory = 32u << 20};
@@ -33,6 +59,8 @@ static void round_trip(const uint8_t *data, size_t size)
     void *px = NULL;
     size_t n = 0;
     int st = l3_png_decode(data, size, &lim, &info, &px, &n);
+    if ((size & 3) == 0)
+        through_fd(data, size, &lim, st, &info, px, n);
     if (st != L3_OK) {
         if (px != NULL)
             abort();
