@@ -1,0 +1,486 @@
+#!/usr/bin/env bash
+# tests/stress/stress.sh SCENARIO — one fault/abuse/load scenario against a
+# real l3fs mount (docs/RELIABILITY.md). Run by `meson test --suite stress`.
+#
+#   load       64 readers over >= 2,000 PNGs: cold, hot, warm; bytes, figures,
+#              daemon RSS and fds before/after
+#   kill9      kill -9 of the daemon while it encodes, remount on the same cache
+#   diskfull   cache on a full tmpfs, then on a read-only one
+#   twomounts  two daemons, one source, one cache directory, both under load
+#   srcchange  sources rewritten under the mount (same size, preserved mtime)
+#   hostile    fuzzed/truncated/bit-flipped PNGs, bombs, FIFOs, odd names,
+#              50 levels, a directory with 100,000 entries
+#   escape     symlinks out of SOURCE, `..`, every kind of write, other users
+#
+# Environment: L3FS (daemon binary; the ASan build's binary in the ASan
+# build), STRESS_TOOL (tests/stress/stress_tool), L3_STRESS=1 for the long
+# mode. Exit status 0 pass, 1 fail, 77 skip (no /dev/fuse, no fusermount3,
+# or not root where root is needed).
+set -uo pipefail
+scenario=${1:?usage: stress.sh SCENARIO}
+L3FS=${L3FS:?L3FS must name the l3fs binary}
+TOOL=${STRESS_TOOL:?STRESS_TOOL must name the stress tool}
+LONG=${L3_STRESS:-0}
+[ "$LONG" = 1 ] || LONG=0
+
+skip() { echo "SKIP $scenario: $*"; exit 77; }
+[ -c /dev/fuse ] || skip "/dev/fuse is missing"
+command -v fusermount3 >/dev/null || skip "fusermount3 is missing"
+
+W=$(mktemp -d "${TMPDIR:-/tmp}/l3stress-$scenario.XXXXXX")
+MOUNTS=()
+PIDS=()
+TMPFS=()
+fails=0
+cleanup() {
+    local m p t
+    for m in "${MOUNTS[@]}"; do fusermount3 -u -z "$m" 2>/dev/null; done
+    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    for t in "${TMPFS[@]}"; do umount -l "$t" 2>/dev/null; done
+    rm -rf "$W"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+pass() { echo "PASS $*"; }
+fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+# check DESCRIPTION COMMAND...: PASS/FAIL by the command's status
+check() { local d=$1; shift; if "$@"; then pass "$d"; else fail "$d"; fi; }
+finish() {
+    if [ "$fails" -eq 0 ]; then echo "== $scenario: all checks passed"; exit 0; fi
+    echo "== $scenario: $fails check(s) failed"; exit 1
+}
+# known ID DESCRIPTION COMMAND...: a check that fails today because of an
+# open bug in another module (listed in docs/RELIABILITY.md). A failure prints
+# XFAIL and counts only with L3_STRESS_STRICT=1; a pass prints a note that
+# the bug no longer reproduces.
+STRICT=${L3_STRESS_STRICT:-0}
+known() {
+    local id=$1 d=$2; shift 2
+    if "$@"; then pass "$d (known bug $id does not reproduce)"; return 0; fi
+    if [ "$STRICT" = 1 ]; then fail "$d (known bug $id)"; else echo "XFAIL $d (known bug $id, docs/RELIABILITY.md)"; fi
+    return 0
+}
+need_root() { [ "$(id -u)" = 0 ] || skip "needs root ($*)"; }
+
+# ---------------------------------------------------------------- daemons
+# mount_l3fs SRC MNT CACHE LOG [options...]: starts l3fs in the foreground in
+# the background; sets DPID. Waits until the mount answers.
+mount_l3fs() {
+    local src=$1 mnt=$2 cache=$3 log=$4; shift 4
+    mkdir -p "$mnt"
+    # a small ASan quarantine so that RSS reflects live memory (ASan builds)
+    ASAN_OPTIONS="${ASAN_OPTIONS:-}:quarantine_size_mb=16" \
+        "$L3FS" "$src" "$mnt" --cache-dir "$cache" -f "$@" 2>>"$log" &
+    DPID=$!
+    PIDS+=("$DPID")
+    MOUNTS+=("$mnt")
+    local i
+    for i in $(seq 1 600); do
+        if ! kill -0 "$DPID" 2>/dev/null; then
+            fail "l3fs did not start on $mnt"; sed 's/^/  log: /' "$log" | tail -20; return 1
+        fi
+        if mountpoint -q "$mnt" && [ -e "$mnt/.l3fs/stats.json" ]; then return 0; fi
+        sleep 0.1
+    done
+    fail "l3fs did not mount $mnt within 60 s"; return 1
+}
+# umount_l3fs MNT PID LOG: clean unmount; the daemon must exit with status 0
+# (under ASan: no leak, no error report) and the log must hold no sanitizer
+# report.
+umount_l3fs() {
+    local mnt=$1 pid=$2 log=$3 rc
+    fusermount3 -u "$mnt" || { sleep 1; fusermount3 -u -z "$mnt"; }
+    local i
+    for i in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then fail "daemon $pid still running 30 s after unmount"; kill -9 "$pid"; fi
+    wait "$pid"; rc=$?
+    check "daemon on $(basename "$mnt") exited cleanly after unmount (status $rc)" test "$rc" -eq 0
+    if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error:' "$log"; then
+        fail "sanitizer report in $log"; grep -E -A20 'AddressSanitizer|LeakSanitizer|runtime error:' "$log" | head -40
+    fi
+}
+alive() { kill -0 "$1" 2>/dev/null; }
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+hwm_kb() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
+nfds() { ls "/proc/$1/fd" | wc -l; }
+# sampler PID FILE: writes "peak_fds peak_rss_kb" of PID to FILE every 0.1 s
+# until FILE.stop exists
+sampler() {
+    local pid=$1 out=$2 mf=0 mr=0 f r
+    while [ ! -e "$out.stop" ] && kill -0 "$pid" 2>/dev/null; do
+        f=$(ls "/proc/$pid/fd" 2>/dev/null | wc -l); r=$(rss_kb "$pid" 2>/dev/null || echo 0)
+        [ "$f" -gt "$mf" ] && mf=$f
+        [ "${r:-0}" -gt "$mr" ] && mr=$r
+        echo "$mf $mr" > "$out"
+        sleep 0.1
+    done
+}
+stat_num() { "$TOOL" json "$1/.l3fs/stats.json" "$2"; }
+tree_sum() { (cd "$1" && find . -printf '%p %s %T@ %m %U %G\n' | sort | md5sum); }
+no_temp_files() { ! find "$1/objects" -name '.tmp-*' 2>/dev/null | grep -q .; }
+verify_cache() { # verify_cache DIR: every object checks out
+    local out rc
+    out=$("$L3FS" cache verify --cache-dir "$1" 2>&1); rc=$?
+    echo "$out" | sed 's/^/  cache verify: /'
+    [ "$rc" -eq 0 ]
+}
+
+"$TOOL" 2>/dev/null; [ $? -eq 2 ] || { echo "FAIL stress tool $TOOL does not run"; exit 1; }
+echo "== stress $scenario (mode: $([ "$LONG" = 1 ] && echo long || echo short), daemon $L3FS)"
+
+# ================================================================== load
+sc_load() {
+    local n=2000 secs=6
+    [ "$LONG" = 1 ] && n=10000 secs=60
+    "$TOOL" gen-tree "$W/src" "$n" 1 96 || return 1
+    "$TOOL" oracle "$W/src" "$W/oracle" || return 1
+    local log=$W/l3fs.log
+    mount_l3fs "$W/src" "$W/mnt" "$W/cache" "$log" || return 1
+    local pid=$DPID
+    echo "-- cold: new cache, every file read once by 64 threads (each read encodes)"
+    check "cold pass: every byte correct" "$TOOL" load "$W/mnt" "$W/oracle" --pass --threads 64 \
+        --seconds 600 --timeout 60 --label "cold pass"
+    check "full check: bytes = independent encode, pixels = libpng" \
+        "$TOOL" verify "$W/mnt" "$W/oracle" --pixels --threads 2 --timeout 60
+    local enc; enc=$(stat_num "$W/mnt" fs.encodes)
+    echo "   cold mount: $enc encodes for $n files (duplicates share objects)"
+    echo "-- hot: same mount, random reads for ${secs} s (kernel page cache)"
+    check "hot random reads: every byte correct" "$TOOL" load "$W/mnt" "$W/oracle" \
+        --threads 64 --seconds "$secs" --label "hot random"
+    umount_l3fs "$W/mnt" "$pid" "$log"
+
+    echo "-- warm: new mount on the same cache (objects and index from disk)"
+    mount_l3fs "$W/src" "$W/mnt" "$W/cache" "$log" || return 1
+    pid=$DPID
+    check "warm pass: every byte correct" "$TOOL" load "$W/mnt" "$W/oracle" --pass \
+        --threads 64 --seconds 600 --timeout 60 --label "warm pass"
+    local r0 f0 r1 f1 pf pr
+    r0=$(rss_kb "$pid"); f0=$(nfds "$pid")
+    sampler "$pid" "$W/peak" &
+    local spid=$!
+    check "warm random reads: every byte correct" "$TOOL" load "$W/mnt" "$W/oracle" \
+        --threads 64 --seconds "$secs" --label "warm random"
+    # a second round after dropping the kernel's cached pages (root): every
+    # read goes to the daemon again
+    sync; [ "$(id -u)" = 0 ] && echo 1 > /proc/sys/vm/drop_caches
+    check "warm random reads after drop_caches: every byte correct" "$TOOL" load "$W/mnt" \
+        "$W/oracle" --threads 64 --seconds "$secs" --label "warm random, page cache dropped"
+    touch "$W/peak.stop"; wait "$spid"
+    read -r pf pr < "$W/peak"
+    sleep 0.5
+    r1=$(rss_kb "$pid"); f1=$(nfds "$pid")
+    echo "   daemon: RSS ${r0} kB before, peak ${pr} kB during, ${r1} kB after; open fds ${f0} before, peak ${pf} during, ${f1} after"
+    local enc2; enc2=$(stat_num "$W/mnt" fs.encodes)
+    check "warm mount encoded nothing (fs.encodes = $enc2)" test "$enc2" -eq 0
+    check "no fd growth after load (${f0} -> ${f1})" test "$f1" -le "$((f0 + 2))"
+    # during load: one fd per open file at most (64 readers) plus slack
+    known K1 "fds bounded during load (peak ${pf}, allowed $((f0 + 256)))" test "$pf" -le "$((f0 + 256))"
+    # RSS: allow 32 MiB or 25% of the baseline for allocator noise
+    local allow=$(( r0 / 4 > 32768 ? r0 / 4 : 32768 ))
+    check "no memory growth under load (RSS +$(( r1 - r0 )) kB, allowed +$allow kB)" \
+        test "$(( r1 - r0 ))" -le "$allow"
+    umount_l3fs "$W/mnt" "$pid" "$log"
+    check "cache verifies clean" verify_cache "$W/cache"
+}
+
+# ================================================================= kill9
+sc_kill9() {
+    local rounds=2 n=400
+    [ "$LONG" = 1 ] && rounds=6 n=1500
+    "$TOOL" gen-tree "$W/src" "$n" 2 320 || return 1
+    "$TOOL" oracle "$W/src" "$W/oracle" || return 1
+    local log=$W/l3fs.log r pid delay tmp_seen=0
+    for r in $(seq 1 "$rounds"); do
+        mount_l3fs "$W/src" "$W/mnt" "$W/cache" "$log" --jobs 4 || return 1
+        pid=$DPID
+        delay=$(awk -v r="$r" 'BEGIN { printf "%.1f", 0.3 + 0.3 * (r % 3) }')
+        "$TOOL" load "$W/mnt" "$W/oracle" --pass --threads 64 --seconds 120 --tolerate-errors \
+            --label "round $r: readers while the daemon is killed" > "$W/load.out" 2>&1 &
+        local lpid=$!
+        sleep "$delay"
+        local objs; objs=$(find "$W/cache/objects" -name '*.l3' 2>/dev/null | wc -l)
+        local tmps; tmps=$(find "$W/cache/objects" -name '.tmp-*' 2>/dev/null | wc -l)
+        tmp_seen=$((tmp_seen + tmps))
+        kill -9 "$pid"
+        wait "$pid" 2>/dev/null
+        fusermount3 -u -z "$W/mnt"
+        wait "$lpid"
+        sed 's/^/   /' "$W/load.out"
+        grep -q "0 wrong bytes" "$W/load.out" || fail "round $r: a reader got wrong bytes before the kill"
+        echo "   round $r: killed after ${delay} s with $objs objects stored, $tmps temp files in flight"
+    done
+    echo "-- remount on the same cache"
+    mount_l3fs "$W/src" "$W/mnt" "$W/cache" "$log" || return 1
+    pid=$DPID
+    check "after kill -9: every file reads correctly (bytes and pixels)" "$TOOL" verify \
+        "$W/mnt" "$W/oracle" --pixels --threads 4 --timeout 60 --label "after kill -9"
+    check "no temp file left after the remount's cleanup" no_temp_files "$W/cache"
+    umount_l3fs "$W/mnt" "$pid" "$log"
+    check "l3fs cache verify: no bad object" verify_cache "$W/cache"
+    echo "   temp files seen in flight at the kills: $tmp_seen"
+}
+
+# ============================================================== diskfull
+sc_diskfull() {
+    need_root "mounts a tmpfs"
+    "$TOOL" gen-tree "$W/src" 300 3 200 || return 1
+    "$TOOL" oracle "$W/src" "$W/oracle" || return 1
+    mkdir -p "$W/small"
+    mount -t tmpfs -o size=256k tmpfs "$W/small" || { fail "cannot mount a tmpfs"; return 1; }
+    TMPFS+=("$W/small")
+    local log=$W/full.log pid
+    echo "-- cache on a 256 KiB tmpfs (the encoded tree is several MiB)"
+    mount_l3fs "$W/src" "$W/mnt" "$W/small/cache" "$log" || return 1
+    pid=$DPID
+    check "full disk: every file reads correctly" "$TOOL" verify "$W/mnt" "$W/oracle" \
+        --threads 8 --timeout 60 --label "cache disk full"
+    check "full disk: reads keep succeeding under 64 readers" "$TOOL" load "$W/mnt" \
+        "$W/oracle" --threads 64 --seconds 3 --label "cache disk full, random"
+    local wf wd; wf=$(stat_num "$W/mnt" cache.instance.write_failures)
+    wd=$(stat_num "$W/mnt" cache.writes_disabled)
+    echo "   stats.json: write_failures=$wf writes_disabled=$wd; df: $(df -k "$W/small" | awk 'NR==2 {print $3 " kB used of " $2}')"
+    check "full disk: write failures counted in stats.json ($wf)" test "${wf:-0}" -ge 1
+    umount_l3fs "$W/mnt" "$pid" "$log"
+    local lines; lines=$(grep -ciE 'cache.*(writ|space|disabled|read-only)|no space' "$log")
+    sed 's/^/   log: /' "$log" | head -5
+    known K4 "full disk: logged once ($lines matching log lines)" test "$lines" -eq 1
+    rm -rf "$W/small/cache"
+
+    echo "-- read-only cache directory (tmpfs remounted ro, holding part of the objects)"
+    mkdir -p "$W/small/cache"
+    mount_l3fs "$W/src" "$W/mnt" "$W/small/cache" "$W/pre.log" || return 1
+    pid=$DPID
+    "$TOOL" verify "$W/mnt" "$W/oracle" --threads 2 --label "filling part of the cache" >/dev/null
+    umount_l3fs "$W/mnt" "$pid" "$W/pre.log"
+    mount -o remount,ro "$W/small" || { fail "cannot remount the tmpfs read-only"; return 1; }
+    log=$W/ro.log
+    mount_l3fs "$W/src" "$W/mnt" "$W/small/cache" "$log" || return 1
+    pid=$DPID
+    check "read-only cache: every file reads correctly" "$TOOL" verify "$W/mnt" "$W/oracle" \
+        --threads 8 --timeout 60 --label "read-only cache"
+    check "read-only cache: reads keep succeeding under 64 readers" "$TOOL" load "$W/mnt" \
+        "$W/oracle" --threads 64 --seconds 3 --label "read-only cache, random"
+    wf=$(stat_num "$W/mnt" cache.instance.write_failures)
+    wd=$(stat_num "$W/mnt" cache.writes_disabled)
+    local hits; hits=$(stat_num "$W/mnt" cache.instance.hits)
+    echo "   stats.json: write_failures=$wf writes_disabled=$wd hits=$hits"
+    check "read-only cache: writes disabled and counted (write_failures=$wf, writes_disabled=$wd)" \
+        test "${wf:-0}" -ge 1 -o "$wd" = 1
+    umount_l3fs "$W/mnt" "$pid" "$log"
+    lines=$(grep -ciE 'cache.*(writ|space|disabled|read-only)|read-only' "$log")
+    sed 's/^/   log: /' "$log" | head -5
+    known K4 "read-only cache: logged once ($lines matching log lines)" test "$lines" -eq 1
+}
+
+# ============================================================= twomounts
+sc_twomounts() {
+    local n=800 secs=5
+    [ "$LONG" = 1 ] && n=4000 secs=60
+    "$TOOL" gen-tree "$W/src" "$n" 4 128 || return 1
+    "$TOOL" oracle "$W/src" "$W/oracle" || return 1
+    mount_l3fs "$W/src" "$W/m1" "$W/cache" "$W/a.log" || return 1
+    local p1=$DPID
+    mount_l3fs "$W/src" "$W/m2" "$W/cache" "$W/b.log" || return 1
+    local p2=$DPID
+    echo "-- two daemons, one cache: two load processes, each on both mounts, cold"
+    "$TOOL" load "$W/m1,$W/m2" "$W/oracle" --pass --threads 32 --seconds 600 --timeout 60 \
+        --label "cold pass A (both mounts)" > "$W/la" 2>&1 &
+    local la=$!
+    "$TOOL" load "$W/m2,$W/m1" "$W/oracle" --pass --threads 32 --seconds 600 --timeout 60 \
+        --label "cold pass B (both mounts)" > "$W/lb" 2>&1 &
+    local lb=$!
+    wait "$la"; local ra=$?
+    wait "$lb"; local rb=$?
+    sed 's/^/   /' "$W/la" "$W/lb"
+    check "two mounts cold: correct bytes (reader A)" test "$ra" -eq 0
+    check "two mounts cold: correct bytes (reader B)" test "$rb" -eq 0
+    "$TOOL" load "$W/m1,$W/m2" "$W/oracle" --threads 32 --seconds "$secs" \
+        --label "random A (both mounts)" > "$W/la" 2>&1 &
+    la=$!
+    "$TOOL" load "$W/m2,$W/m1" "$W/oracle" --threads 32 --seconds "$secs" \
+        --label "random B (both mounts)" > "$W/lb" 2>&1 &
+    lb=$!
+    wait "$la"; ra=$?
+    wait "$lb"; rb=$?
+    sed 's/^/   /' "$W/la" "$W/lb"
+    check "two mounts warm: correct bytes (reader A)" test "$ra" -eq 0
+    check "two mounts warm: correct bytes (reader B)" test "$rb" -eq 0
+    local e1 e2; e1=$(stat_num "$W/m1" fs.encodes); e2=$(stat_num "$W/m2" fs.encodes)
+    echo "   encodes: daemon 1 $e1, daemon 2 $e2 (for $n files; duplicate work across processes is allowed)"
+    check "both mounts: full check of every file" "$TOOL" verify "$W/m2" "$W/oracle" \
+        --pixels --threads 2 --label "mount 2"
+    umount_l3fs "$W/m1" "$p1" "$W/a.log"
+    umount_l3fs "$W/m2" "$p2" "$W/b.log"
+    check "shared cache verifies clean" verify_cache "$W/cache"
+    check "no temp file left" no_temp_files "$W/cache"
+}
+
+# ============================================================= srcchange
+# What is guaranteed (docs/RELIABILITY.md): a source whose size, mtime or
+# ctime changed is re-encoded at the next LOOKUP/GETATTR after the kernel's
+# attribute timeout (--timeout); an open that follows sees the new content.
+# A rewrite that keeps size and mtime still changes ctime, so it is detected.
+sc_srcchange() {
+    # stored-deflate PNGs: a file with other pixels has exactly the same size
+    "$TOOL" gen-tree "$W/src" 60 5 64 store || return 1
+    mkdir -p "$W/alt"
+    "$TOOL" gen-tree "$W/alt" 60 6 64 >/dev/null || return 1
+    local log=$W/l3fs.log to=1
+    mount_l3fs "$W/src" "$W/mnt" "$W/cache" "$log" --timeout "$to" --dir-timeout "$to" || return 1
+    local pid=$DPID
+    "$TOOL" oracle "$W/src" "$W/oracle" >/dev/null
+    check "before the change: every file correct (read twice: page cache warm)" \
+        sh -c "'$TOOL' verify '$W/mnt' '$W/oracle' --label before && '$TOOL' verify '$W/mnt' '$W/oracle' --label 'before, again'"
+    local changed=0 i f
+    for i in 1 2 3 4 5 6 7 8; do
+        f=$W/src/d00/img_0000$i.png
+        cp -p "$f" "$W/orig.png"
+        "$TOOL" gen-variant "$f" "$W/variant.png" || { fail "no variant for $f"; continue; }
+        if [ "$(stat -c %s "$W/variant.png")" != "$(stat -c %s "$f")" ] || cmp -s "$f" "$W/variant.png"; then
+            fail "variant of $f is not a same-size rewrite"; continue
+        fi
+        # in place: same inode, same size, other pixels, mtime restored (ctime moves)
+        dd if="$W/variant.png" of="$f" conv=notrunc status=none
+        touch -m -r "$W/orig.png" "$f"
+        [ "$(stat -c %Y.%y "$f")" = "$(stat -c %Y.%y "$W/orig.png")" ] || fail "mtime not preserved"
+        changed=$((changed + 1))
+    done
+    "$TOOL" oracle "$W/src" "$W/oracle2" >/dev/null
+    sleep "$(( to + 1 ))"
+    known K2 "same size + preserved mtime ($changed files): new content after the timeout" \
+        "$TOOL" verify "$W/mnt" "$W/oracle2" --label "after in-place rewrite"
+    # size change, rename over with an old mtime, delete (other files: d00/img_0001*)
+    cp "$W/alt/d00/img_00010.png" "$W/src/d00/img_00010.png"
+    cp "$W/alt/d00/img_00011.png" "$W/tmp.png"; touch -d '2001-01-01' "$W/tmp.png"
+    mv "$W/tmp.png" "$W/src/d00/img_00011.png"
+    rm "$W/src/d00/img_00012.png"
+    # a file currently open keeps reading one consistent version
+    cp "$W/mnt/d00/img_00013.l3" "$W/before13.l3"
+    exec 7<"$W/mnt/d00/img_00013.l3"
+    cp "$W/alt/d00/img_00013.png" "$W/src/d00/img_00013.png"
+    "$TOOL" oracle "$W/src" "$W/oracle3" >/dev/null
+    sleep "$(( to + 1 ))"
+    check "size change, rename over, delete: never stale" "$TOOL" verify "$W/mnt" \
+        "$W/oracle3" --label "after size change/rename/delete" --prefix d00/img_0001
+    cat <&7 > "$W/open13.l3"
+    exec 7<&-
+    check "a file opened before its source changed reads one whole old version" cmp -s "$W/before13.l3" "$W/open13.l3"
+    check "deleted source is gone from the mount" test ! -e "$W/mnt/d00/img_00012.l3"
+    umount_l3fs "$W/mnt" "$pid" "$log"
+    echo "-- after a remount (index from disk): still the new content"
+    mount_l3fs "$W/src" "$W/mnt" "$W/cache" "$log" || return 1
+    pid=$DPID
+    check "after remount: never stale (every file)" "$TOOL" verify "$W/mnt" "$W/oracle3" --label "remount"
+    umount_l3fs "$W/mnt" "$pid" "$log"
+    check "cache verifies clean" verify_cache "$W/cache"
+}
+
+# =============================================================== hostile
+sc_hostile() {
+    local nf=60 many=100000
+    [ "$LONG" = 1 ] && nf=600
+    "$TOOL" gen-hostile "$W/src" 7 "$nf" || return 1
+    local t0=$SECONDS
+    if [ "$(id -u)" = 0 ]; then # on a tmpfs: 100,000 creates in a second or two
+        mkdir -p "$W/src/many"
+        mount -t tmpfs -o size=256m tmpfs "$W/src/many" && TMPFS+=("$W/src/many")
+    fi
+    "$TOOL" gen-many "$W/src/many" "$many" || return 1
+    echo "   generated $many entries in $(( SECONDS - t0 )) s"
+    "$TOOL" oracle "$W/src" "$W/oracle" --skip many || return 1
+    local log=$W/l3fs.log
+    mount_l3fs "$W/src" "$W/mnt" "$W/cache" "$log" || return 1
+    local pid=$DPID
+    local h0; h0=$(hwm_kb "$pid")
+    check "hostile corpus: EIO or pass-through as documented, each read < 30 s" \
+        "$TOOL" verify "$W/mnt" "$W/oracle" --pixels --threads 4 --timeout 30 --label hostile
+    check "daemon alive after the hostile corpus" alive "$pid"
+    check "second pass (failures remembered): same answers" \
+        "$TOOL" verify "$W/mnt" "$W/oracle" --threads 4 --timeout 30 --label "hostile again"
+    local errs; errs=$(stat_num "$W/mnt" fs.encode_errors)
+    local h1; h1=$(hwm_kb "$pid")
+    echo "   daemon peak RSS ${h0} kB at start, ${h1} kB after the corpus; encode_errors=$errs"
+    # the largest valid bomb is 6000x6000 8-bit gray (36 MB of pixels); the
+    # claims beyond the 256 Mpixel limit must be refused before allocating
+    check "daemon peak memory bounded (peak ${h1} kB < 1 GiB)" test "$h1" -lt 1048576
+    local dup; dup=$(grep 'cannot encode' "$log" | sort | uniq -d | wc -l)
+    echo "   log: $(grep -c 'cannot encode' "$log") 'cannot encode' lines, $dup repeated"
+    check "each refused file logged once" test "$dup" -eq 0
+    echo "-- directory with $many entries: readdir and lstat through the mount vs the source"
+    "$TOOL" lsdir "$W/src/many" | head -1 | sed 's/^/   source: /'
+    local out; out=$(timeout 300 "$TOOL" lsdir "$W/mnt/many")
+    local rc=$?
+    echo "$out" | head -1 | sed 's/^/   mount:  /'
+    known K3 "readdir of $many entries through the mount (all listed, all stat-able)" \
+        test "$rc" -eq 0 -a "$(echo "$out" | sed -n 's/^entries=\([0-9]*\).*/\1/p')" -eq "$(( many + 2 ))"
+    local t1=$SECONDS
+    local c; c=$(timeout 300 ls -f "$W/mnt/many" | wc -l)
+    echo "   ls -f: $c names in $(( SECONDS - t1 )) s"
+    check "ls -f lists $many entries" test "$c" -eq "$(( many + 2 ))"
+    check "daemon alive after the huge directory" alive "$pid"
+    umount_l3fs "$W/mnt" "$pid" "$log"
+}
+
+# ================================================================ escape
+sc_escape() {
+    "$TOOL" gen-tree "$W/src" 20 8 32 >/dev/null || return 1
+    mkdir -p "$W/outside"
+    cp "$W/src/d00/img_00000.png" "$W/outside/secret.png"
+    chmod 0600 "$W/src/d00/img_00001.png"
+    ln -s "$W/outside/secret.png" "$W/src/abs_link.png"
+    ln -s ../outside/secret.png "$W/src/rel_link.png"
+    ln -s ../../../../../../../../../../../etc/passwd "$W/src/d00/deep_rel_link.png"
+    ln -s "$W/outside" "$W/src/dir_link"
+    local sum0; sum0=$(tree_sum "$W/src")
+    local log=$W/l3fs.log
+    mount_l3fs "$W/src" "$W/mnt" "$W/cache" "$log" || return 1
+    local pid=$DPID m=$W/mnt
+    check "abs symlink shown as a symlink, not transcoded" test -L "$m/abs_link.png" -a ! -e "$m/abs_link.l3"
+    check "rel symlink shown as a symlink, not transcoded" test -L "$m/rel_link.png" -a ! -e "$m/rel_link.l3"
+    check "readlink gives the stored target" test "$(readlink "$m/rel_link.png")" = ../outside/secret.png
+    check "deep ../ symlink not followed by the daemon" test -L "$m/d00/deep_rel_link.png" -a ! -e "$m/d00/deep_rel_link.l3"
+    check "dir symlink: no transcoded file behind it" test -L "$m/dir_link" -a ! -e "$m/dir_link/secret.l3"
+    check "readdir never lists a .l3 for a symlink" sh -c "! ls -a '$m' '$m/d00' | grep -q '_link\.l3'"
+    check "'..' from the mount root leaves the mount, not into SOURCE's parent" \
+        test "$(stat -c %i "$m/d00/../..")" = "$(stat -c %i "$W")"
+    check "'..' path to the outside file sees no transcoded copy" test ! -e "$m/d00/../../outside/secret.l3"
+    check "'..' names inside the mount stay inside" test "$(stat -c %i "$m/d00/..")" = "$(stat -c %i "$m")"
+    echo "-- writes of every kind"
+    check "every write to an .l3 file refused with EROFS" "$TOOL" escape "$m" d00/img_00002.l3 d00
+    check "every write to a pass-through file refused with EROFS" "$TOOL" escape "$m" d00/labels.json d00
+    check "source tree unchanged by the attempts" test "$(tree_sum "$W/src")" = "$sum0"
+    umount_l3fs "$m" "$pid" "$log"
+
+    if [ "$(id -u)" != 0 ]; then echo "SKIP other-user checks: not root"; return 0; fi
+    local nob=65534
+    chmod 0755 "$W" "$W/src" "$W/src/d00"
+    echo "-- another user (uid $nob) without allow_other"
+    mount_l3fs "$W/src" "$m" "$W/cache" "$log" || return 1
+    pid=$DPID
+    "$TOOL" as-user $nob $nob "$m/d00/img_00002.l3"; local r=$?
+    check "without allow_other: other user refused (EACCES)" test "$r" -eq 13
+    umount_l3fs "$m" "$pid" "$log"
+    echo "-- allow_other without default_permissions"
+    mount_l3fs "$W/src" "$m" "$W/cache" "$log" -o allow_other || return 1
+    pid=$DPID
+    "$TOOL" as-user $nob $nob "$m/d00/img_00002.l3"; r=$?
+    check "allow_other: other user reads a 0644 file" test "$r" -eq 0
+    "$TOOL" as-user $nob $nob "$m/d00/img_00001.l3"; local r600=$?
+    echo "   allow_other alone: 0600 file -> $([ $r600 -eq 0 ] && echo readable || echo refused)"
+    umount_l3fs "$m" "$pid" "$log"
+    echo "-- allow_other,default_permissions"
+    mount_l3fs "$W/src" "$m" "$W/cache" "$log" -o allow_other,default_permissions || return 1
+    pid=$DPID
+    "$TOOL" as-user $nob $nob "$m/d00/img_00002.l3"; r=$?
+    check "default_permissions: other user reads a 0644 file" test "$r" -eq 0
+    "$TOOL" as-user $nob $nob "$m/d00/img_00001.l3"; r=$?
+    check "default_permissions: other user refused on a 0600 file (EACCES)" test "$r" -eq 13
+    umount_l3fs "$m" "$pid" "$log"
+}
+
+case $scenario in
+load | kill9 | diskfull | twomounts | srcchange | hostile | escape) "sc_$scenario" || fail "$scenario aborted" ;;
+*) echo "unknown scenario $scenario"; exit 2 ;;
+esac
+finish
