@@ -488,6 +488,23 @@ static void l3_attr(struct stat *st, uint64_t size)
     st->st_blocks = (blkcnt_t)((size + 511) / 512);
 }
 
+/* A cache that cannot store objects (disk full, read-only directory) hands
+ * out unlinked in-memory copies and keeps counting write_failures; say so
+ * once per daemon. Checked on misses only, with one fstat. */
+static void note_cache_writes(int obj_fd)
+{
+    static int said;
+    struct stat st;
+    struct l3cache_stats cs;
+    if (__atomic_load_n(&said, __ATOMIC_RELAXED) || fstat(obj_fd, &st) < 0 ||
+        st.st_nlink != 0 || l3cache_get_stats(D.cache, &cs) < 0 || !cs.writes_disabled)
+        return;
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_ACQ_REL))
+        LOG_W("cache %s: cannot store objects (write failures: %" PRIu64
+              "; disk full or read-only?): cache writes disabled, encodes served from memory",
+              D.opts->cache_dir, cs.instance.write_failures);
+}
+
 /* Encodes the node's source now (caller holds n->lock). */
 static int l3_encode_locked(struct node *n, const struct l3cache_source *want)
 {
@@ -535,6 +552,7 @@ static int l3_encode_locked(struct node *n, const struct l3cache_source *want)
         l3fs_timings_add(D.timings, ns);
         pthread_mutex_unlock(&D.timings_lock);
         LOG_D("encoded %s: %" PRIu64 " bytes in %.1f ms", n->relpath, obj.size, ns / 1e6);
+        note_cache_writes(obj.fd);
     }
     node_keep_obj(n, obj.fd);
     n->fresh = !obj.hit && n->obj_fd >= 0;
@@ -1367,6 +1385,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
         conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
     conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+    /* RELEASE (and async READ) are background requests; with the kernel's
+     * default of 12 in flight, releases queue up behind a stream of opens
+     * and every queued one keeps an object descriptor open here (thousands
+     * under 64 readers, up to EMFILE). */
+    conn->max_background = 256;
+    conn->congestion_threshold = 192;
 }
 
 static const struct fuse_lowlevel_ops ops = {
