@@ -812,7 +812,8 @@ static int cmd_load(int argc, char **argv)
     uint64_t *all = malloc((nl ? nl : 1) * sizeof *all);
     size_t k = 0;
     for (int i = 0; i < threads; i++) {
-        memcpy(all + k, ts[i].lat, ts[i].nlat * sizeof *all);
+        if (ts[i].nlat)
+            memcpy(all + k, ts[i].lat, ts[i].nlat * sizeof *all);
         k += ts[i].nlat;
         free(ts[i].lat);
     }
