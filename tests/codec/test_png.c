@@ -814,6 +814,7 @@ static void run_corpus(const char *sub, unsigned stride_asan)
 Test(png, corpus_photos_2048, .timeout = 300) { run_corpus("photos-2048", 2); }
 Test(png, corpus_wallpapers, .timeout = 300) { run_corpus("wallpapers", 2); }
 Test(png, corpus_renders_2048, .timeout = 300) { run_corpus("renders-2048", 2); }
+Test(png, corpus_photos_full_size, .timeout = 300) { run_corpus("photos", 3); }
 
 /* --------------------------------------------------- hostile input */
 
