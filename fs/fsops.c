@@ -58,6 +58,7 @@ struct node {
     struct l3cache_key key;
     int obj_fd;                  /* object of `key`, or -1 */
     int fresh;                   /* obj_fd came from an encode no open used yet */
+    int open_count;              /* open file handles of this .l3 */
     int opened;                  /* opened_key below is valid */
     struct l3cache_key opened_key; /* object of the last open: pages in the kernel */
     int ctl_id;                  /* control files */
@@ -67,6 +68,7 @@ struct node {
 
 struct fh {
     int refs;        /* release + control-file reads in flight */
+    struct node *node; /* .l3: the node (alive while open) */
     int fd;          /* object / source file; -1 for control files */
     int kind;
     uint64_t size;   /* .l3: object size */
@@ -565,18 +567,44 @@ static int l3_encode_locked(struct node *n, const struct l3cache_source *want)
 
 /* Brings an encoded node up to date with its source and returns the source
  * stat with the exact .l3 size. */
+static void set_ts(struct timespec *ts, int64_t ns)
+{
+    ts->tv_sec = (time_t)(ns / 1000000000);
+    ts->tv_nsec = (long)(ns % 1000000000);
+    if (ts->tv_nsec < 0) {
+        ts->tv_nsec += 1000000000;
+        ts->tv_sec--;
+    }
+}
+
+/* While a .l3 is open somewhere, the kernel keeps being told the version
+ * those readers opened (size and times): its i_size must not change under a
+ * reader, or a read could end early inside the old bytes. The switch to a
+ * changed source happens once no handle is open. Caller holds n->lock. */
+static int l3_deferred(struct node *n, const struct l3cache_source *src, struct stat *st)
+{
+    if (!(n->have && n->open_count > 0 && !same_src(src, &n->src)))
+        return 0;
+    st->st_size = (off_t)n->src.size;
+    set_ts(&st->st_mtim, n->src.mtime_ns);
+    set_ts(&st->st_ctim, n->src.ctime_ns);
+    return 1;
+}
+
 static int l3_refresh(struct node *n, struct stat *st_ret)
 {
     struct stat st;
     if (fstat(n->fd, &st) < 0)
         return -errno;
-    if (st.st_nlink == 0)
-        return -ENOENT; /* the source was deleted */
     struct l3cache_source src;
     l3cache_source_from_stat(&st, &src);
     pthread_mutex_lock(&n->lock);
     int r = 0;
-    if (!(n->have && same_src(&src, &n->src))) {
+    if (l3_deferred(n, &src, &st)) {
+        /* keep describing what the open handles serve */
+    } else if (st.st_nlink == 0) {
+        r = -ENOENT; /* the source was deleted */
+    } else if (!(n->have && same_src(&src, &n->src))) {
         uint64_t size;
         struct l3cache_key key;
         int known_bad = bad_find(&src);
@@ -953,6 +981,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     }
     uint64_t size = n->size;
     if (r == 0) {
+        n->open_count++;
+        h->node = n;
         /* the kernel's cached pages are valid only for the object they came from */
         if (!n->opened || memcmp(&n->opened_key, &n->key, sizeof n->key) != 0)
             keep = 0;
@@ -972,7 +1002,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     h->size = size;
     fi->keep_cache = keep;
     fi->fh = (uint64_t)(uintptr_t)h;
-    if (fuse_reply_open(req, fi) == -ENOENT) { /* interrupted */
+    if (fuse_reply_open(req, fi) == -ENOENT) { /* interrupted: no RELEASE will come */
+        pthread_mutex_lock(&n->lock);
+        n->open_count--;
+        pthread_mutex_unlock(&n->lock);
         close(h->fd);
         free(h);
     }
@@ -1022,6 +1055,11 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
     (void)ino;
     struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+    if (h && h->node) {
+        pthread_mutex_lock(&h->node->lock);
+        h->node->open_count--;
+        pthread_mutex_unlock(&h->node->lock);
+    }
     if (h)
         fh_put(h);
     fuse_reply_err(req, 0);
@@ -1234,7 +1272,9 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
                 }
                 if (n && kind == NK_L3) {
                     pthread_mutex_lock(&n->lock);
-                    if (!(n->have && same_src(&src, &n->src))) {
+                    if (l3_deferred(n, &src, &fst)) {
+                        /* open handles: keep their version */
+                    } else if (!(n->have && same_src(&src, &n->src))) {
                         if (n->obj_fd >= 0 && !(n->have && !memcmp(&key, &n->key, sizeof key))) {
                             node_keep_obj(n, -1);
                             n->fresh = 0;

@@ -943,6 +943,52 @@ Test(mount, source_changes_seen_at_once_with_long_timeouts)
     cr_assert_eq(unmount_fs(), 0);
 }
 
+Test(mount, open_reader_keeps_its_version)
+{
+    make_tree(0);
+    mount_fs("--timeout", "0.1", "--dir-timeout", "0.1", NULL);
+    char s[PATH_MAX], m[PATH_MAX];
+    srcpath(s, sizeof s, "a/b/c/deep.png");
+    mntpath(m, sizeof m, "a/b/c/deep.l3");
+    size_t len0;
+    unsigned char *d0 = slurp(m, &len0);
+    cr_assert(d0 && len0 > 200);
+    int fd = open(m, O_RDONLY);
+    cr_assert(fd >= 0);
+    unsigned char *got = malloc(len0 + 4096);
+    ssize_t n = read(fd, got, 100);
+    cr_assert_eq(n, 100);
+    /* the source is rewritten in place while the file is open */
+    write_png(s, 150, 20, PNG_COLOR_TYPE_GRAY, 8, 0, 0, 5);
+    usleep(400000); /* attributes expired, change notified */
+    struct stat st;
+    cr_assert_eq(fstat(fd, &st), 0);
+    cr_assert_eq((size_t)st.st_size, len0, "size changed under an open reader");
+    size_t total = 100;
+    while ((n = read(fd, got + total, 4096)) > 0)
+        total += (size_t)n;
+    close(fd);
+    cr_assert_eq(total, len0, "the open reader got %zu of %zu bytes", total, len0);
+    cr_assert(memcmp(got, d0, len0) == 0, "the open reader got mixed bytes");
+    free(got);
+    /* once closed, the new version shows */
+    int seen = 0;
+    for (int i = 0; i < 300 && !seen; i++) {
+        size_t len;
+        void *d = slurp(m, &len);
+        struct l3_info info;
+        seen = d && l3_read_info(d, len, &info, NULL) == L3_OK && info.width == 150;
+        if (seen)
+            check_pixels(d, len, s);
+        free(d);
+        if (!seen)
+            usleep(10000);
+    }
+    cr_assert(seen, "the new version did not show after the reader closed");
+    free(d0);
+    cr_assert_eq(unmount_fs(), 0);
+}
+
 Test(mount, exclude_keeps_png)
 {
     make_tree(0);
