@@ -194,26 +194,44 @@ def decode_numbers(l3_cli, files, runs, jobs):
     }
 
 
-def fs_numbers(l3fs, png_dir, pngs, tmp):
-    """Cold / warm reads through a fresh l3fs mount, cache objects, plain PNGs."""
+def mount(l3fs, src, mnt, cache):
+    subprocess.run([l3fs, src, mnt, "--cache-dir", cache], check=True)
+    for _ in range(200):
+        if os.path.exists(os.path.join(mnt, ".l3fs", "stats.json")):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"l3fs did not come up at {mnt}")
+
+
+def fs_numbers(l3fs, png_dir, pngs, tmp, cold_rounds=2):
+    """Cold / warm reads through a fresh l3fs mount, cache objects, plain PNGs.
+    The cold read is measured on `cold_rounds` fresh caches (best one kept)."""
     if not os.path.exists("/dev/fuse"):
         return {"skipped": "/dev/fuse is absent"}
     mnt = os.path.join(tmp, "mnt")
-    cache = os.path.join(tmp, "cache")
     os.mkdir(mnt)
-    subprocess.run([l3fs, png_dir, mnt, "--cache-dir", cache], check=True)
-    for _ in range(200):
-        if os.path.exists(os.path.join(mnt, ".l3fs", "stats.json")):
-            break
-        time.sleep(0.05)
     res = {"mnt": mnt}
+    rel = [os.path.relpath(p, png_dir) for p in pngs]
+    l3_paths = [os.path.join(mnt, r[:-4] + ".l3") for r in rel]
+    log("filesystem: plain PNG read (page cache dropped)")
+    res["png_cold"] = timed_read(pngs, drop=True, reps=3)
+    for i in range(cold_rounds):
+        cache = os.path.join(tmp, f"cache{i}")
+        mount(l3fs, png_dir, mnt, cache)
+        try:
+            log(f"filesystem: cold first read through a fresh mount (encodes), "
+                f"{i + 1}/{cold_rounds}")
+            cold = timed_read(l3_paths, drop=True)
+            with open(os.path.join(mnt, ".l3fs", "stats.json")) as f:
+                cold["encode_time_ms"] = json.load(f)["encode_time_ms"]
+            if "mount_cold" not in res or cold["seconds"] < res["mount_cold"]["seconds"]:
+                res["mount_cold"] = cold
+        except BaseException:
+            subprocess.run(["fusermount3", "-u", mnt])
+            raise
+        if i + 1 < cold_rounds:
+            subprocess.run(["fusermount3", "-u", mnt], check=True)
     try:
-        rel = [os.path.relpath(p, png_dir) for p in pngs]
-        l3_paths = [os.path.join(mnt, r[:-4] + ".l3") for r in rel]
-        log("filesystem: plain PNG read (page cache dropped)")
-        res["png_cold"] = timed_read(pngs, drop=True, reps=3)
-        log("filesystem: cold first read through the mount (encodes)")
-        res["mount_cold"] = timed_read(l3_paths, drop=True)
         log("filesystem: warm read through the mount (page cache dropped)")
         res["mount_warm"] = timed_read(l3_paths, drop=True, reps=3)
         objects = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(cache, "objects"))
@@ -334,7 +352,7 @@ def make_report(R):
     else:
         dropped = F["png_cold"]["page_cache_dropped"]
         A("#### Filesystem (sequential reads of every file, one reader, 1 MiB reads; "
-          "best of 3 except the cold read)")
+          "best of 3, the cold read best of 2 fresh caches)")
         A("")
         A("Page cache " + ("dropped (`echo 3 > /proc/sys/vm/drop_caches`) before each "
                            "'dropped' run." if dropped else
@@ -363,7 +381,9 @@ def make_report(R):
         A(f"Mount vs direct read of the same objects: {mw:.0%} (page cache dropped), "
           f"{mh:.0%} (hot). Cold first read: {cold * 1e3:.1f} ms per image including the "
           f"encode, vs {c['libpng_s'] / n * 1e3:.1f} ms for a bare libpng decode "
-          f"({cold / (c['libpng_s'] / n):.2f}x). "
+          f"({cold / (c['libpng_s'] / n):.2f}x); l3fs's encode time per image "
+          f"p50 {F['mount_cold']['encode_time_ms']['p50']:.0f} ms, "
+          f"max {F['mount_cold']['encode_time_ms']['max']:.0f} ms. "
           f"Mount statistics: {F['stats']['encodes']} encodes, "
           f"{F['stats']['l3_open_hits']} open hits, {F['stats']['encode_errors']} errors.")
     A("")

@@ -22,7 +22,7 @@ png_dir=/var/cache/l3fs-corpus/png/photos-2048
 out=
 runs=3
 jobs=$(nproc)
-cmdline="bench/run.sh $*"
+cmdline="bench/run.sh${*:+ $*}"
 while [ $# -gt 0 ]; do
     case $1 in
     -o) out=$2; shift 2 ;;
