@@ -92,6 +92,14 @@ def timed_read(paths, drop, reps=1):
     return best
 
 
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def cpu_model():
     try:
         with open("/proc/cpuinfo") as f:
@@ -310,7 +318,9 @@ def make_report(R):
     A = lines.append
     A(f"Machine: {R['machine']['cpu']}, {R['machine']['nproc']} CPUs"
       f"{', GPU ' + R['machine']['gpu'] if R['machine']['gpu'] else ', no GPU'}; "
-      f"{R['date']}.  ")
+      f"{R['date']}; load average {R['machine']['loadavg_start']} at the start, "
+      f"{R['machine']['loadavg_end']} at the end (other processes share the CPUs: compare "
+      "rows of one run, not runs).  ")
     A(f"Data: `{R['png_dir']}`, {n} PNGs, {mb:.1f} MB of decoded pixels.  ")
     A(f"Command: `{R['command']}`")
     A("")
@@ -507,12 +517,14 @@ def main():
         sys.exit(f"no PNG files under {png_dir}")
     os.makedirs(args.out, exist_ok=True)
     t_start = time.perf_counter()
+    load_start = loadavg()
     R = {"png_dir": png_dir, "runs": args.runs, "jobs": args.jobs,
          "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
          "command": args.command or " ".join(sys.argv)}
     l3_cli = os.path.join(args.build, "codec", "l3")
     R["codec"] = decode_numbers(l3_cli, pngs, args.runs, args.jobs)
     R["machine"] = {"cpu": cpu_model(), "nproc": os.cpu_count(), "gpu": R["codec"]["gpu"],
+                    "loadavg_start": load_start,
                     "kernel": platform.release()}
     l3fs = os.path.join(args.build, "fs", "l3fs")
     with tempfile.TemporaryDirectory(prefix="l3-bench.") as tmp:
@@ -529,6 +541,7 @@ def main():
                 unmount()
     R["fs"] = F
     R["elapsed_s"] = time.perf_counter() - t_start
+    R["machine"]["loadavg_end"] = loadavg()
     md, chart, fs_chart, ld_chart = make_report(R)
     with open(os.path.join(args.out, "benchmarks.md"), "w") as f:
         f.write(md)

@@ -129,6 +129,17 @@ def check_mount(m, label_ext):
     check(int(yb.max()) < 34 or int(yb.max()) == l3_dataset.IGNORE_INDEX,
           f"{tag} label ids in range")
 
+    # With a GPU: the loader's GPU path (bytes from workers, decode in the main
+    # process) gives the same tensors as the CPU path.
+    if torch.cuda.is_available() and l3.cuda_available():
+        gloader = l3_dataset.make_loader(ds, 1, device="cuda", num_workers=1, shuffle=False,
+                                         num_classes=34)
+        xg, yg = next(iter(gloader))
+        check(xg.is_cuda and torch.equal(xg.cpu(), xf) and torch.equal(yg.cpu(), yb),
+              f"{tag} GPU batch decode equals the CPU decode")
+    else:
+        print(f"     {tag} GPU path not exercised: no GPU usable by torch and l3 here")
+
 
 def main():
     print(f"torch {torch.__version__}, l3 cuda_available={l3.cuda_available()}")
