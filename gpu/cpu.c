@@ -15,6 +15,7 @@
 #include "l3_tile.h"
 #include "l3gpu.h"
 #include "l3_convert.h"
+#include "l3gpu_kernels.h"
 
 const char *l3gpu_strerror(int status)
 {
@@ -358,14 +359,15 @@ int l3gpu_cpu_decode_batch(const struct l3gpu_input *in, size_t n,
         struct l3_layout lay;
         int st = in[i].data ? l3_read_layout(in[i].data, in[i].size, &im->info, &lay, NULL)
                             : L3_ERR_INVALID_ARG;
+        uint32_t shape[3];
+        size_t bytes = 0;
+        if (!st && l3gpu_output_shape(&im->info, fmt, shape, &bytes))
+            st = L3_ERR_UNSUPPORTED;
+        im->out_bytes = bytes; /* failed separate outputs are zeroed with it */
         if (!st && (lay.header_size > in[i].size ||
                     lay.payload_size > in[i].size - lay.header_size))
             st = L3_ERR_TRUNCATED;
         if (!st && l3cv_prepare(&im->info, fmt, &im->cv))
-            st = L3_ERR_UNSUPPORTED;
-        uint32_t shape[3];
-        size_t bytes = 0;
-        if (!st && l3gpu_output_shape(&im->info, fmt, shape, &bytes))
             st = L3_ERR_UNSUPPORTED;
         if (!st && out) {
             if (!have_shape) {
@@ -381,7 +383,6 @@ int l3gpu_cpu_decode_batch(const struct l3gpu_input *in, size_t n,
             im->payload = im->data + lay.header_size;
             im->table = im->data + lay.table_offset;
             im->payload_size = lay.payload_size;
-            im->out_bytes = bytes;
             im->direct = is_direct(&im->info, fmt);
             size_t need = (size_t)im->cv.planes * im->info.tile_width * im->info.tile_height;
             if (need > b.scratch_elems)
@@ -449,5 +450,174 @@ int l3gpu_cpu_decode_batch(const struct l3gpu_input *in, size_t n,
 done:
     free(b.im);
     free(b.tile_start);
+    return ret;
+}
+
+/* ---------------- the GPU plan, shared with l3gpu.cu ---------------- */
+
+static size_t align256(size_t v)
+{
+    return (v + 255) / 256 * 256;
+}
+
+void l3g_validate(const size_t *sizes, size_t n, const struct l3gpu_format *fmt, int contiguous,
+                  void *const *out_ptrs, struct l3g_host_image *hi, int *status,
+                  struct l3g_totals *tot)
+{
+    uint32_t shape0[3] = {0, 0, 0};
+    int have_shape = 0;
+    tot->slot = 0;
+    tot->in_total = 0;
+    for (size_t i = 0; i < n; i++) {
+        int st = status[i];
+        hi[i].out_bytes = 0;
+        hi[i].in_off = 0;
+        uint32_t shape[3];
+        /* the shape is known as soon as the header reads (failed slots of
+         * separate outputs are zeroed with it) */
+        if (!st && l3gpu_output_shape(&hi[i].info, fmt, shape, &hi[i].out_bytes))
+            st = L3_ERR_UNSUPPORTED;
+        if (!st && (hi[i].lay.header_size > sizes[i] ||
+                    hi[i].lay.payload_size > sizes[i] - hi[i].lay.header_size))
+            st = L3_ERR_TRUNCATED;
+        if (!st && contiguous) {
+            if (!have_shape) {
+                memcpy(shape0, shape, sizeof shape);
+                tot->slot = hi[i].out_bytes;
+                have_shape = 1;
+            } else if (memcmp(shape, shape0, sizeof shape)) {
+                st = L3GPU_IMG_SHAPE;
+            }
+        }
+        if (!st && !contiguous && !out_ptrs[i])
+            st = L3_ERR_INVALID_ARG;
+        status[i] = st;
+        if (!st) {
+            hi[i].in_off = tot->in_total;
+            tot->in_total += align256(hi[i].lay.header_size + (size_t)hi[i].lay.payload_size);
+        }
+    }
+}
+
+void l3g_fill(const struct l3g_host_image *hi, size_t n, int *status,
+              const struct l3gpu_format *fmt, void *out, void *const *out_ptrs,
+              const uint8_t *const *bases, struct l3g_image *ims, uint64_t *item_start,
+              int *dstatus, struct l3g_totals *tot)
+{
+    const struct l3_info *first_ok = NULL;
+    for (size_t j = 0; j < n && !first_ok; j++)
+        if (!status[j])
+            first_ok = &hi[j].info;
+    tot->samples = tot->tiles = tot->items = 0;
+    tot->max_pixels = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct l3g_image *im = &ims[i];
+        memset(im, 0, sizeof *im);
+        item_start[i] = tot->items;
+        const struct l3_info *f = &hi[i].info;
+        int st = status[i];
+        /* a failed image still gets its slot zeroed when its shape is known:
+         * contiguous batches use the batch's shape, separate outputs the
+         * image's own when its header could be read */
+        const struct l3_info *shape_info = NULL;
+        if (!st)
+            shape_info = f;
+        else if (out)
+            shape_info = first_ok;
+        else if (hi[i].out_bytes && out_ptrs[i])
+            shape_info = f;
+        if (shape_info && l3cv_prepare(shape_info, fmt, &im->cv) != L3GPU_OK) {
+            if (!st)
+                st = status[i] = L3_ERR_UNSUPPORTED;
+            shape_info = NULL;
+        }
+        dstatus[i] = st;
+        if (shape_info) {
+            im->out = out ? (void *)((uint8_t *)out + i * tot->slot) : out_ptrs[i];
+            uint64_t np = (uint64_t)im->cv.width * im->cv.height;
+            if (np > tot->max_pixels)
+                tot->max_pixels = (uint32_t)(np > 0xffffffffu ? 0xffffffffu : np);
+        }
+        if (st)
+            continue;
+        const uint8_t *base = bases[i];
+        im->payload = base + hi[i].lay.header_size;
+        im->table = base + hi[i].lay.table_offset;
+        im->payload_size = hi[i].lay.payload_size;
+        im->tiles = hi[i].lay.tile_count;
+        im->tiles_x = f->tiles_x;
+        im->tile_w = f->tile_width;
+        im->tile_h = f->tile_height;
+        im->scratch_off = tot->samples;
+        im->tile_base = tot->tiles;
+        tot->samples += (uint64_t)im->tiles * im->cv.planes * im->tile_w * im->tile_h;
+        tot->tiles += im->tiles;
+        tot->items += (uint64_t)im->tiles * im->cv.planes;
+    }
+    item_start[n] = tot->items;
+}
+
+int l3g_emulate_batch(const struct l3gpu_input *in, size_t n, const struct l3gpu_format *fmt,
+                      void *out, size_t out_size, void *const *out_ptrs, int *status_ret)
+{
+    if ((n && (!in || !status_ret)) || (!out == !out_ptrs) || l3gpu_format_check(fmt))
+        return L3GPU_ERR_INVALID_ARG;
+    if (n == 0)
+        return L3GPU_OK;
+    struct l3g_host_image *hi = calloc(n, sizeof *hi);
+    size_t *sizes = calloc(n, sizeof *sizes);
+    const uint8_t **bases = calloc(n, sizeof *bases);
+    struct l3g_image *ims = calloc(n, sizeof *ims);
+    uint64_t *item_start = calloc(n + 1, sizeof *item_start);
+    int *dstatus = calloc(n, sizeof *dstatus);
+    uint16_t *scratch = NULL;
+    uint8_t *flags = NULL;
+    int ret = L3GPU_ERR_NOMEM;
+    if (!hi || !sizes || !bases || !ims || !item_start || !dstatus)
+        goto done;
+    for (size_t i = 0; i < n; i++) {
+        sizes[i] = in[i].size;
+        bases[i] = in[i].data;
+        status_ret[i] = in[i].data ? l3_read_layout(in[i].data, in[i].size, &hi[i].info,
+                                                    &hi[i].lay, NULL)
+                                   : L3_ERR_INVALID_ARG;
+    }
+    struct l3g_totals tot;
+    l3g_validate(sizes, n, fmt, out != NULL, out_ptrs, hi, status_ret, &tot);
+    if (out && tot.slot && n > out_size / tot.slot) {
+        ret = L3GPU_ERR_OUTPUT_TOO_SMALL;
+        goto done;
+    }
+    l3g_fill(hi, n, status_ret, fmt, out, out_ptrs, bases, ims, item_start, dstatus, &tot);
+    if (out && tot.slot == 0) /* no image readable: zero it all, as the GPU does */
+        memset(out, 0, out_size);
+    scratch = malloc((size_t)tot.samples * 2 + 1);
+    flags = malloc((size_t)tot.tiles + 1);
+    if (!scratch || !flags)
+        goto done;
+    for (uint64_t k = 0; k < tot.items; k++)
+        l3g_decode_item(ims, item_start, (uint32_t)n, k, scratch, flags, dstatus);
+    for (size_t i = 0; i < n; i++) {
+        if (!ims[i].out)
+            continue;
+        uint64_t np = (uint64_t)ims[i].cv.width * ims[i].cv.height;
+        for (uint64_t p = 0; p < np; p++)
+            l3g_convert_pixel(&ims[i], dstatus[i], p, scratch, flags);
+    }
+    ret = L3GPU_OK;
+    for (size_t i = 0; i < n; i++) {
+        status_ret[i] = dstatus[i];
+        if (dstatus[i])
+            ret = L3GPU_ERR_IMAGE;
+    }
+done:
+    free(hi);
+    free(sizes);
+    free(bases);
+    free(ims);
+    free(item_start);
+    free(dstatus);
+    free(scratch);
+    free(flags);
     return ret;
 }

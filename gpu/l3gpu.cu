@@ -27,83 +27,26 @@
 #include "l3_tile.h"
 #include "l3gpu.h"
 #include "l3_convert.h"
+#include "l3gpu_kernels.h"
 
 namespace {
-
-/* Per-image descriptor, uploaded once per batch. */
-struct l3g_image {
-    const uint8_t *payload;  /* device */
-    const uint8_t *table;    /* device: tile table (u64 end offsets) */
-    uint64_t payload_size;
-    uint64_t scratch_off;    /* uint16 elements: first sample of tile 0, plane 0 */
-    uint64_t tile_base;      /* index of tile 0 in the batch's tile flag array */
-    uint32_t tiles;          /* 0 when the image is not decoded */
-    uint32_t tiles_x;
-    uint32_t tile_w, tile_h;
-    void *out;               /* device output slot, NULL: nothing to write */
-    struct l3cv_image cv;
-};
 
 const size_t ALIGN = 256;
 inline size_t align_up(size_t v) { return (v + ALIGN - 1) / ALIGN * ALIGN; }
 
-__device__ void fail(int *status, uint32_t img, int st)
-{
-    atomicCAS(status + img, 0, st);
-}
-
-/* Kernel 1: one thread per (image, plane, tile), plane-major inside an
- * image so that neighbouring threads decode the same plane of neighbouring
- * tiles. item_start: n + 1 prefix sums of tiles * planes. */
+/* Kernel 1: one thread per (image, plane, tile); body in l3gpu_kernels.h. */
 __global__ void __launch_bounds__(128)
 l3g_decode_planes(const l3g_image *__restrict__ ims, const uint64_t *__restrict__ item_start,
                   uint32_t n, uint64_t items, uint16_t *__restrict__ scratch,
                   uint8_t *__restrict__ tile_flags, int *__restrict__ status)
 {
     uint64_t k = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= items)
-        return;
-    uint32_t lo = 0, hi = n; /* last image with item_start <= k */
-    while (hi - lo > 1) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (item_start[mid] <= k) lo = mid;
-        else hi = mid;
-    }
-    const l3g_image *im = ims + lo;
-    if (*(volatile int *)(status + lo))
-        return; /* the image already failed */
-    uint64_t local = k - item_start[lo];
-    uint32_t plane = (uint32_t)(local / im->tiles);
-    uint32_t t = (uint32_t)(local % im->tiles);
-    uint64_t begin, end;
-    l3_tile_span(im->table, t, &begin, &end);
-    if (begin > end || end > im->payload_size) {
-        fail(status, lo, L3_ERR_CORRUPT);
-        return;
-    }
-    const unsigned planes = im->cv.planes;
-    const uint8_t *tile = im->payload + begin;
-    struct l3_tile_header th;
-    int st = l3_tile_parse(tile, (size_t)(end - begin), planes, &th);
-    if (st) {
-        fail(status, lo, st);
-        return;
-    }
-    uint32_t x0, y0, w, h;
-    l3_tile_rect(im->cv.width, im->cv.height, im->tile_w, im->tile_h, t, &x0, &y0, &w, &h);
-    const size_t area = (size_t)im->tile_w * im->tile_h;
-    uint16_t *dst = scratch + im->scratch_off + ((size_t)t * planes + plane) * area;
-    st = l3_tile_plane_decode(tile + th.off[plane], th.len[plane], th.mode[plane], w, h,
-                              im->cv.depth, dst);
-    if (st) {
-        fail(status, lo, st);
-        return;
-    }
-    if (plane == 0)
-        tile_flags[im->tile_base + t] = (uint8_t)th.flags;
+    if (k < items)
+        l3g_decode_item(ims, item_start, n, k, scratch, tile_flags, status);
 }
 
-/* Kernel 2: blockIdx.y = image (plus y_base), threads stride over its pixels. */
+/* Kernel 2: blockIdx.y = image (plus y_base), threads stride over its
+ * pixels, consecutive threads on consecutive pixels of a row. */
 __global__ void __launch_bounds__(256)
 l3g_convert(const l3g_image *__restrict__ ims, uint32_t y_base,
             const uint16_t *__restrict__ scratch, const uint8_t *__restrict__ tile_flags,
@@ -113,30 +56,11 @@ l3g_convert(const l3g_image *__restrict__ ims, uint32_t y_base,
     const l3g_image *im = ims + img;
     if (!im->out)
         return;
-    const uint32_t W = im->cv.width, H = im->cv.height;
-    const uint64_t npix = (uint64_t)W * H;
+    const uint64_t npix = (uint64_t)im->cv.width * im->cv.height;
     const int st = status[img];
     const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-    for (uint64_t p = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; p < npix; p += stride) {
-        uint32_t y = (uint32_t)(p / W), x = (uint32_t)(p % W);
-        if (st) {
-            l3cv_store_zero(&im->cv, im->out, x, y);
-            continue;
-        }
-        const uint32_t tw = im->tile_w, th = im->tile_h;
-        uint32_t tx = x / tw, ty = y / th;
-        uint32_t t = ty * im->tiles_x + tx;
-        uint32_t lx = x - tx * tw, ly = y - ty * th;
-        uint32_t w = W - tx * tw < tw ? W - tx * tw : tw;
-        uint32_t h = H - ty * th < th ? H - ty * th : th;
-        const unsigned planes = im->cv.planes;
-        const uint16_t *buf = scratch + im->scratch_off + (size_t)t * planes * tw * th;
-        uint32_t px[4], v[4];
-        l3_tile_pixel(buf, (size_t)w * h, (size_t)ly * w + lx, planes, im->cv.depth,
-                      tile_flags[im->tile_base + t], px);
-        l3cv_map(&im->cv, px, v);
-        l3cv_store(&im->cv, im->out, x, y, v);
-    }
+    for (uint64_t p = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; p < npix; p += stride)
+        l3g_convert_pixel(im, st, p, scratch, tile_flags);
 }
 
 /* Restores the caller's current device on scope exit. */
@@ -363,13 +287,6 @@ static cudaError_t grow_pinned(void **buf, size_t *cap, size_t need)
     return cudaSuccess;
 }
 
-struct host_image { /* host-side plan of one image */
-    struct l3_info info;
-    struct l3_layout lay;
-    size_t in_off;    /* offset of its bytes in the staging (host/pinned inputs) */
-    size_t out_bytes;
-};
-
 static int decode_batch_locked(l3gpu_ctx *ctx, const struct l3gpu_input *in, size_t n,
                                int memory, const struct l3gpu_format *fmt, void *out,
                                size_t out_size, void *const *out_ptrs, void *scratch,
@@ -384,30 +301,30 @@ static int decode_batch_locked(l3gpu_ctx *ctx, const struct l3gpu_input *in, siz
     if (e != cudaSuccess)
         return record(ctx, e, "waiting for the previous batch");
 
-    host_image *hi = (host_image *)calloc(n, sizeof *hi);
-    if (!hi)
-        return L3GPU_ERR_NOMEM;
+    l3g_host_image *hi = (l3g_host_image *)calloc(n, sizeof *hi);
+    size_t *sizes = (size_t *)calloc(n, sizeof *sizes);
+    const uint8_t **bases = (const uint8_t **)calloc(n, sizeof *bases);
     int ret = L3GPU_OK;
+    if (!hi || !sizes || !bases) {
+        free(hi);
+        free(sizes);
+        free(bases);
+        return L3GPU_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        sizes[i] = in[i].size;
+        status_ret[i] = in[i].data ? L3_OK : L3_ERR_INVALID_ARG;
+    }
 
     /* 1. headers and tile tables, on the host. Device inputs: the first
      * bytes of every image are copied back in one go (one stream sync), and
      * a second round fetches longer headers (large tile tables). */
-    size_t in_total = 0;
-    uint32_t shape0[3] = {0, 0, 0};
-    int have_shape = 0;
-    size_t slot = 0;
     if (memory == L3GPU_MEM_DEVICE) {
-        int *pst = (int *)calloc(n, sizeof(int));
         size_t *want = (size_t *)calloc(n, sizeof(size_t));
         size_t *off = (size_t *)calloc(n, sizeof(size_t));
-        if (!pst || !want || !off) {
-            free(pst);
-            free(want);
-            free(off);
-            free(hi);
-            return L3GPU_ERR_NOMEM;
-        }
-        for (size_t i = 0; i < n; i++)
+        if (!want || !off)
+            ret = L3GPU_ERR_NOMEM;
+        for (size_t i = 0; i < n && !ret; i++)
             want[i] = in[i].data ? (in[i].size < 16384 ? in[i].size : 16384) : 0;
         for (int round = 0; round < 2 && ret == L3GPU_OK; round++) {
             size_t total = 0;
@@ -432,145 +349,78 @@ static int decode_batch_locked(l3gpu_ctx *ctx, const struct l3gpu_input *in, siz
                 if (!want[i])
                     continue;
                 size_t needed = 0, got = want[i];
-                pst[i] = l3_read_layout(ctx->probe + off[i], got, &hi[i].info, &hi[i].lay,
-                                        &needed);
+                status_ret[i] = l3_read_layout(ctx->probe + off[i], got, &hi[i].info,
+                                               &hi[i].lay, &needed);
                 want[i] = 0;
-                if (pst[i] == L3_ERR_TRUNCATED && round == 0 && needed > got &&
+                if (status_ret[i] == L3_ERR_TRUNCATED && round == 0 && needed > got &&
                     needed <= in[i].size)
                     want[i] = needed;
             }
         }
-        for (size_t i = 0; i < n; i++)
-            status_ret[i] = in[i].data ? pst[i] : L3_ERR_INVALID_ARG;
-        free(pst);
         free(want);
         free(off);
-        if (ret) {
-            free(hi);
-            return ret;
-        }
+    } else {
+        for (size_t i = 0; i < n; i++)
+            if (!status_ret[i])
+                status_ret[i] = l3_read_layout(in[i].data, in[i].size, &hi[i].info, &hi[i].lay,
+                                               nullptr);
     }
-    for (size_t i = 0; i < n; i++) {
-        int st = L3_OK;
-        if (!in[i].data)
-            st = L3_ERR_INVALID_ARG;
-        else if (memory == L3GPU_MEM_DEVICE)
-            st = status_ret[i];
-        else
-            st = l3_read_layout(in[i].data, in[i].size, &hi[i].info, &hi[i].lay, nullptr);
-        if (!st && (hi[i].lay.header_size > in[i].size ||
-                    hi[i].lay.payload_size > in[i].size - hi[i].lay.header_size))
-            st = L3_ERR_TRUNCATED;
-        uint32_t shape[3];
-        if (!st && l3gpu_output_shape(&hi[i].info, fmt, shape, &hi[i].out_bytes))
-            st = L3_ERR_UNSUPPORTED;
-        if (!st && out) {
-            if (!have_shape) {
-                memcpy(shape0, shape, sizeof shape);
-                slot = hi[i].out_bytes;
-                have_shape = 1;
-            } else if (memcmp(shape, shape0, sizeof shape)) {
-                st = L3GPU_IMG_SHAPE;
-            }
-        }
-        if (!st && out_ptrs && !out_ptrs[i])
-            st = L3_ERR_INVALID_ARG;
-        status_ret[i] = st;
-        if (!st && memory != L3GPU_MEM_DEVICE) {
-            hi[i].in_off = in_total;
-            in_total += align_up(hi[i].lay.header_size + (size_t)hi[i].lay.payload_size);
-        }
-    }
-    if (out && have_shape && slot && n > out_size / slot) {
-        free(hi);
-        return L3GPU_ERR_OUTPUT_TOO_SMALL;
+    struct l3g_totals tot;
+    memset(&tot, 0, sizeof tot);
+    if (!ret) {
+        l3g_validate(sizes, n, fmt, out != nullptr, out_ptrs, hi, status_ret, &tot);
+        if (out && tot.slot && n > out_size / tot.slot)
+            ret = L3GPU_ERR_OUTPUT_TOO_SMALL;
     }
 
-    /* 2. plan: descriptors, item prefix sums, scratch offsets */
+    /* 2. plan: descriptors, item prefix sums, statuses (pinned staging) */
     size_t desc_bytes = align_up(n * sizeof(l3g_image));
     size_t start_bytes = align_up((n + 1) * sizeof(uint64_t));
     size_t status_bytes = align_up(n * sizeof(int));
     size_t meta = desc_bytes + start_bytes + status_bytes;
-    size_t stage_bytes = meta + (memory == L3GPU_MEM_HOST ? in_total : 0);
-    size_t dev_bytes = meta + (memory == L3GPU_MEM_DEVICE ? 0 : in_total);
-    e = grow_pinned((void **)&ctx->pin, &ctx->pin_cap, stage_bytes);
-    if (e == cudaSuccess)
-        e = grow_pinned((void **)&ctx->status_pin, &ctx->status_cap, n * sizeof(int));
-    if (e == cudaSuccess)
-        e = grow_device(&ctx->dev, &ctx->dev_cap, dev_bytes, ctx->dev_stream, stream);
-    if (e != cudaSuccess) {
+    size_t in_bytes = memory == L3GPU_MEM_DEVICE ? 0 : tot.in_total;
+    size_t stage_bytes = meta + (memory == L3GPU_MEM_HOST ? in_bytes : 0);
+    if (!ret) {
+        e = grow_pinned((void **)&ctx->pin, &ctx->pin_cap, stage_bytes);
+        if (e == cudaSuccess)
+            e = grow_pinned((void **)&ctx->status_pin, &ctx->status_cap, n * sizeof(int));
+        if (e == cudaSuccess)
+            e = grow_device(&ctx->dev, &ctx->dev_cap, meta + in_bytes, ctx->dev_stream, stream);
+        if (e != cudaSuccess)
+            ret = record(ctx, e, "allocating staging memory");
+    }
+    if (ret) {
         free(hi);
-        return record(ctx, e, "allocating staging memory");
+        free(sizes);
+        free(bases);
+        return ret;
     }
     l3g_image *ims = (l3g_image *)ctx->pin;
     uint64_t *item_start = (uint64_t *)(ctx->pin + desc_bytes);
     int *dstatus = (int *)(ctx->pin + desc_bytes + start_bytes);
     uint8_t *dev_inputs = ctx->dev + meta;
-    uint64_t samples = 0, tiles = 0, items = 0;
-    uint32_t max_pixels_img = 0;
     for (size_t i = 0; i < n; i++) {
-        l3g_image *im = &ims[i];
-        memset(im, 0, sizeof *im);
-        item_start[i] = items;
-        const struct l3_info *f = &hi[i].info;
-        int st = status_ret[i];
-        /* a failed image still gets its slot zeroed when its shape is known:
-         * contiguous batches use the batch's shape, separate outputs the
-         * image's own when its header could be read */
-        const struct l3_info *shape_info = nullptr;
-        if (!st) {
-            shape_info = f;
-        } else if (out) {
-            for (size_t j = 0; j < n && !shape_info; j++)
-                if (!status_ret[j])
-                    shape_info = &hi[j].info;
-        } else if (hi[i].out_bytes && out_ptrs[i]) {
-            shape_info = f;
-        }
-        if (shape_info && l3cv_prepare(shape_info, fmt, &im->cv) != L3GPU_OK) {
-            if (!st)
-                st = status_ret[i] = L3_ERR_UNSUPPORTED;
-            shape_info = nullptr;
-        }
-        dstatus[i] = st;
-        if (shape_info) {
-            im->out = out ? (void *)((uint8_t *)out + i * slot) : out_ptrs[i];
-            uint64_t np = (uint64_t)im->cv.width * im->cv.height;
-            if (np > max_pixels_img)
-                max_pixels_img = (uint32_t)(np > 0xffffffffu ? 0xffffffffu : np);
-        }
-        if (st)
+        if (status_ret[i])
             continue;
-        const uint8_t *base;
         if (memory == L3GPU_MEM_DEVICE) {
-            base = (const uint8_t *)in[i].data;
+            bases[i] = (const uint8_t *)in[i].data;
         } else {
-            base = dev_inputs + hi[i].in_off;
+            bases[i] = dev_inputs + hi[i].in_off;
             if (memory == L3GPU_MEM_HOST)
                 memcpy(ctx->pin + meta + hi[i].in_off, in[i].data,
                        hi[i].lay.header_size + (size_t)hi[i].lay.payload_size);
         }
-        im->payload = base + hi[i].lay.header_size;
-        im->table = base + hi[i].lay.table_offset;
-        im->payload_size = hi[i].lay.payload_size;
-        im->tiles = hi[i].lay.tile_count;
-        im->tiles_x = f->tiles_x;
-        im->tile_w = f->tile_width;
-        im->tile_h = f->tile_height;
-        im->scratch_off = samples;
-        im->tile_base = tiles;
-        samples += (uint64_t)im->tiles * im->cv.planes * im->tile_w * im->tile_h;
-        tiles += im->tiles;
-        items += (uint64_t)im->tiles * im->cv.planes;
     }
-    item_start[n] = items;
+    l3g_fill(hi, n, status_ret, fmt, out, out_ptrs, bases, ims, item_start, dstatus, &tot);
 
     /* 3. scratch */
-    size_t need_scratch = align_up((size_t)(samples * 2)) + align_up((size_t)tiles);
+    size_t need_scratch = align_up((size_t)(tot.samples * 2)) + align_up((size_t)tot.tiles);
     uint8_t *scr;
     if (scratch) {
         if (scratch_size < need_scratch) {
             free(hi);
+            free(sizes);
+            free(bases);
             return L3GPU_ERR_SCRATCH_TOO_SMALL;
         }
         scr = (uint8_t *)scratch;
@@ -578,13 +428,15 @@ static int decode_batch_locked(l3gpu_ctx *ctx, const struct l3gpu_input *in, siz
         e = grow_device(&ctx->scratch, &ctx->scratch_cap, need_scratch, ctx->dev_stream, stream);
         if (e != cudaSuccess) {
             free(hi);
+            free(sizes);
+            free(bases);
             return record(ctx, e, "allocating scratch");
         }
         scr = ctx->scratch;
     }
     ctx->dev_stream = stream;
     uint16_t *planes_buf = (uint16_t *)scr;
-    uint8_t *flags_buf = scr + align_up((size_t)(samples * 2));
+    uint8_t *flags_buf = scr + align_up((size_t)(tot.samples * 2));
 
     /* 4. copies, launches, status copy-back: all on the caller's stream */
     e = cudaMemcpyAsync(ctx->dev, ctx->pin, stage_bytes, cudaMemcpyHostToDevice, stream);
@@ -597,21 +449,23 @@ static int decode_batch_locked(l3gpu_ctx *ctx, const struct l3gpu_input *in, siz
     }
     if (e == cudaSuccess)
         e = cudaEventRecord(ctx->staging_free, stream);
+    if (e == cudaSuccess && out && tot.slot == 0) /* no image readable: zero it all */
+        e = cudaMemsetAsync(out, 0, out_size, stream);
     const l3g_image *d_ims = (const l3g_image *)ctx->dev;
     const uint64_t *d_start = (const uint64_t *)(ctx->dev + desc_bytes);
     int *d_status = (int *)(ctx->dev + desc_bytes + start_bytes);
     if (e == cudaSuccess && ctx->timing)
         e = cudaEventRecord(ctx->tev[0], stream);
-    if (e == cudaSuccess && items) {
-        uint64_t blocks = (items + 127) / 128;
+    if (e == cudaSuccess && tot.items) {
+        uint64_t blocks = (tot.items + 127) / 128;
         l3g_decode_planes<<<(unsigned)blocks, 128, 0, stream>>>(
-            d_ims, d_start, (uint32_t)n, items, planes_buf, flags_buf, d_status);
+            d_ims, d_start, (uint32_t)n, tot.items, planes_buf, flags_buf, d_status);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess && ctx->timing)
         e = cudaEventRecord(ctx->tev[1], stream);
-    if (e == cudaSuccess && max_pixels_img) {
-        uint64_t bx = ((uint64_t)max_pixels_img + 1023) / 1024; /* ~4 pixels per thread */
+    if (e == cudaSuccess && tot.max_pixels) {
+        uint64_t bx = ((uint64_t)tot.max_pixels + 1023) / 1024; /* ~4 pixels per thread */
         if (bx > 65535)
             bx = 65535;
         for (size_t y0 = 0; y0 < n && e == cudaSuccess; y0 += 65535) {
@@ -629,11 +483,13 @@ static int decode_batch_locked(l3gpu_ctx *ctx, const struct l3gpu_input *in, siz
                             stream);
     if (e == cudaSuccess)
         e = cudaEventRecord(ctx->done, stream);
+    free(hi);
+    free(sizes);
+    free(bases);
     if (e != cudaSuccess) {
         for (size_t i = 0; i < n; i++)
             if (!status_ret[i])
                 status_ret[i] = L3GPU_IMG_ABORTED;
-        free(hi);
         return record(ctx, e, "launching the batch");
     }
     ctx->pending = 1;
@@ -644,7 +500,6 @@ static int decode_batch_locked(l3gpu_ctx *ctx, const struct l3gpu_input *in, siz
         else
             ret = L3GPU_ERR_IMAGE;
     }
-    free(hi);
     return ret;
 }
 

@@ -12,6 +12,7 @@
 #include "l3.h"
 #include "l3gpu.h"
 #include "l3_convert.h"
+#include "l3gpu_kernels.h"
 
 /* ---------------- generated images ---------------- */
 
@@ -505,6 +506,65 @@ Test(cpu_batch, bad_arguments)
                  L3GPU_ERR_INVALID_ARG);
     l3gpu_format_init(&f);
     cr_assert_eq(l3gpu_cpu_decode_batch(in, 0, &f, out, sizeof out, NULL, status, 1), L3GPU_OK);
+}
+
+/* ---------------- the GPU plan, run on the host ---------------- */
+
+/* l3g_emulate_batch runs the CUDA path's descriptors, work-item indexing,
+ * scratch layout and per-thread bodies (l3gpu_kernels.h) on the host: it
+ * must give exactly the CPU batch's bytes and statuses. */
+Test(gpu_plan, emulated_kernels_match_cpu_batch)
+{
+    for (size_t m = 0; m < NMODELS; m++) {
+        struct gen g[2];
+        gen_image(&g[0], MODELS[m].color, MODELS[m].depth, 70, 45, 500 + m, 32, MODELS[m].trns);
+        gen_image(&g[1], MODELS[m].color, MODELS[m].depth, 70, 45, 600 + m, 32, MODELS[m].trns);
+        uint8_t *bad = malloc(g[1].l3_size);
+        memcpy(bad, g[1].l3, g[1].l3_size);
+        bad[g[1].l3_size - 2] ^= 0x81;
+        bad[g[1].l3_size - 30] ^= 0x18;
+        struct l3gpu_input in[4] = {{g[0].l3, g[0].l3_size}, {g[1].l3, g[1].l3_size - 7},
+                                    {bad, g[1].l3_size}, {g[1].l3, g[1].l3_size}};
+        struct l3gpu_format f;
+        FOR_EACH_FORMAT(f) {
+            char name[160];
+            format_name(name, sizeof name, &g[0], &f);
+            size_t bytes;
+            cr_assert_eq(l3gpu_output_shape(&g[0].info, &f, NULL, &bytes), 0);
+            uint8_t *cpu = malloc(4 * bytes), *emu = malloc(4 * bytes);
+            memset(cpu, 0x11, 4 * bytes);
+            memset(emu, 0xEE, 4 * bytes);
+            int sc[4], se[4];
+            int r1 = l3gpu_cpu_decode_batch(in, 4, &f, cpu, 4 * bytes, NULL, sc, 2);
+            int r2 = l3g_emulate_batch(in, 4, &f, emu, 4 * bytes, NULL, se);
+            cr_assert_eq(r1, r2, "%s", name);
+            cr_assert_eq(sc[1], L3_ERR_TRUNCATED, "%s", name);
+            for (int k = 0; k < 4; k++)
+                cr_assert_eq(se[k], sc[k], "%s: image %d status emulated %d cpu %d", name, k,
+                             se[k], sc[k]);
+            cr_assert(!memcmp(cpu, emu, 4 * bytes), "%s: emulated GPU plan != CPU batch", name);
+            /* separate outputs */
+            void *pc[4], *pe[4];
+            for (int k = 0; k < 4; k++) {
+                pc[k] = calloc(1, bytes);
+                pe[k] = malloc(bytes);
+                memset(pe[k], 0x3C, bytes);
+            }
+            l3gpu_cpu_decode_batch(in, 4, &f, NULL, 0, pc, sc, 1);
+            l3g_emulate_batch(in, 4, &f, NULL, 0, pe, se);
+            for (int k = 0; k < 4; k++) {
+                cr_assert_eq(se[k], sc[k], "%s: out_ptrs image %d", name, k);
+                cr_assert(!memcmp(pc[k], pe[k], bytes), "%s: out_ptrs image %d differs", name, k);
+                free(pc[k]);
+                free(pe[k]);
+            }
+            free(cpu);
+            free(emu);
+        }
+        free(bad);
+        gen_free(&g[0]);
+        gen_free(&g[1]);
+    }
 }
 
 /* ---------------- CUDA ---------------- */

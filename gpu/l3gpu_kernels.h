@@ -1,0 +1,174 @@
+/* l3gpu_kernels.h — the CUDA batch decoder's plan and per-thread bodies,
+ * written as C that compiles for host and device (L3CV_FN), so that the host
+ * can run the very same indexing (tests: l3g_emulate_batch) and the kernels
+ * in l3gpu.cu stay thin wrappers. Not installed.
+ *
+ * Device memory of a batch (one upload):
+ *   struct l3g_image ims[n]   per-image descriptors
+ *   uint64_t item_start[n+1]  prefix sums of tiles*planes (decode work items)
+ *   int status[n]             0, a host validation error, or a kernel error
+ *   [input bytes]             packed .l3 files (host inputs)
+ * Scratch: uint16 planes of every tile (tile after tile, plane after plane,
+ * each plane tile_w*tile_h samples with row stride = the tile's real width),
+ * then one flags byte per tile.
+ */
+#ifndef L3GPU_KERNELS_H
+#define L3GPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "l3.h"
+#include "l3_tile.h"
+#include "l3gpu.h"
+#include "l3_convert.h"
+
+struct l3g_image {
+    const uint8_t *payload;  /* as the kernel sees it (device address) */
+    const uint8_t *table;    /* tile table (u64 end offsets) */
+    uint64_t payload_size;
+    uint64_t scratch_off;    /* uint16 elements: tile 0, plane 0 */
+    uint64_t tile_base;      /* index of tile 0 in the batch's flag array */
+    uint32_t tiles;          /* 0 when the image is not decoded */
+    uint32_t tiles_x;
+    uint32_t tile_w, tile_h;
+    void *out;               /* output slot, NULL: nothing to write */
+    struct l3cv_image cv;
+};
+
+/* Host-side facts about one image of a batch. */
+struct l3g_host_image {
+    struct l3_info info;
+    struct l3_layout lay;
+    size_t in_off;    /* offset of its bytes among the packed inputs */
+    size_t out_bytes; /* 0 when the output shape is unknown */
+};
+
+struct l3g_totals {
+    uint64_t samples;    /* scratch uint16 elements */
+    uint64_t tiles;
+    uint64_t items;      /* decode work items (tile planes) */
+    uint32_t max_pixels; /* largest image (convert grid) */
+    size_t slot;         /* contiguous output: bytes per image */
+    size_t in_total;     /* packed input bytes (host inputs) */
+};
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Host. Validates each image whose header was read (status[i] holds
+ * l3_read_layout's result, hi[i].info/lay its output; `sizes` the full input
+ * sizes): truncation, output shape, contiguous shape agreement, out_ptrs.
+ * Fills status[], hi[].out_bytes/in_off, tot->slot and tot->in_total. */
+void l3g_validate(const size_t *sizes, size_t n, const struct l3gpu_format *fmt, int contiguous,
+                  void *const *out_ptrs, struct l3g_host_image *hi, int *status,
+                  struct l3g_totals *tot);
+/* Host. Fills the descriptors (ims, item_start, dstatus) from the validated
+ * images; bases[i] is where image i's bytes are as the kernel reads them.
+ * status[] may change (L3_ERR_UNSUPPORTED); tot gets the sizes. */
+void l3g_fill(const struct l3g_host_image *hi, size_t n, int *status,
+              const struct l3gpu_format *fmt, void *out, void *const *out_ptrs,
+              const uint8_t *const *bases, struct l3g_image *ims, uint64_t *item_start,
+              int *dstatus, struct l3g_totals *tot);
+/* Runs the GPU plan on the host, single-threaded, with the kernel bodies
+ * below: what the device computes, for tests. Same contract as
+ * l3gpu_cpu_decode_batch. */
+int l3g_emulate_batch(const struct l3gpu_input *in, size_t n, const struct l3gpu_format *fmt,
+                      void *out, size_t out_size, void *const *out_ptrs, int *status_ret);
+#ifdef __cplusplus
+}
+#endif
+
+/* Records the first error of an image. */
+L3CV_FN void l3g_fail(int *status, uint32_t img, int st)
+{
+#if defined(__CUDA_ARCH__)
+    atomicCAS(status + img, 0, st);
+#else
+    int zero = 0;
+    __atomic_compare_exchange_n(status + img, &zero, st, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+#endif
+}
+
+L3CV_FN int l3g_status(const int *status, uint32_t img)
+{
+#if defined(__CUDA_ARCH__)
+    return *(const volatile int *)(status + img);
+#else
+    return __atomic_load_n(status + img, __ATOMIC_RELAXED);
+#endif
+}
+
+/* Decode work item k: one plane of one tile of one image. Items are ordered
+ * image by image, plane-major inside an image, so that neighbouring threads
+ * decode the same plane of neighbouring tiles. */
+L3CV_FN void l3g_decode_item(const struct l3g_image *ims, const uint64_t *item_start, uint32_t n,
+                             uint64_t k, uint16_t *scratch, uint8_t *tile_flags, int *status)
+{
+    uint32_t lo = 0, hi = n; /* last image with item_start <= k */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (item_start[mid] <= k) lo = mid;
+        else hi = mid;
+    }
+    const struct l3g_image *im = ims + lo;
+    if (l3g_status(status, lo) || im->tiles == 0)
+        return;
+    uint64_t local = k - item_start[lo];
+    uint32_t plane = (uint32_t)(local / im->tiles);
+    uint32_t t = (uint32_t)(local % im->tiles);
+    uint64_t begin, end;
+    l3_tile_span(im->table, t, &begin, &end);
+    if (begin > end || end > im->payload_size) {
+        l3g_fail(status, lo, L3_ERR_CORRUPT);
+        return;
+    }
+    const unsigned planes = im->cv.planes;
+    const uint8_t *tile = im->payload + begin;
+    struct l3_tile_header th;
+    int st = l3_tile_parse(tile, (size_t)(end - begin), planes, &th);
+    if (st) {
+        l3g_fail(status, lo, st);
+        return;
+    }
+    uint32_t x0, y0, w, h;
+    l3_tile_rect(im->cv.width, im->cv.height, im->tile_w, im->tile_h, t, &x0, &y0, &w, &h);
+    const size_t area = (size_t)im->tile_w * im->tile_h;
+    uint16_t *dst = scratch + im->scratch_off + ((size_t)t * planes + plane) * area;
+    st = l3_tile_plane_decode(tile + th.off[plane], th.len[plane], th.mode[plane], w, h,
+                              im->cv.depth, dst);
+    if (st) {
+        l3g_fail(status, lo, st);
+        return;
+    }
+    if (plane == 0)
+        tile_flags[im->tile_base + t] = (uint8_t)th.flags;
+}
+
+/* Output pixel p (= y * width + x) of an image; st = its final status. */
+L3CV_FN void l3g_convert_pixel(const struct l3g_image *im, int st, uint64_t p,
+                               const uint16_t *scratch, const uint8_t *tile_flags)
+{
+    const uint32_t W = im->cv.width;
+    uint32_t y = (uint32_t)(p / W), x = (uint32_t)(p % W);
+    if (st) {
+        l3cv_store_zero(&im->cv, im->out, x, y);
+        return;
+    }
+    const uint32_t tw = im->tile_w, th = im->tile_h;
+    uint32_t tx = x / tw, ty = y / th;
+    uint32_t t = ty * im->tiles_x + tx;
+    uint32_t lx = x - tx * tw, ly = y - ty * th;
+    uint32_t w = W - tx * tw < tw ? W - tx * tw : tw;
+    const unsigned planes = im->cv.planes;
+    const size_t area = (size_t)tw * th;
+    /* planes of a tile are `area` apart; rows inside a plane `w` apart */
+    const uint16_t *buf = scratch + im->scratch_off + (size_t)t * planes * area;
+    uint32_t px[4], v[4];
+    l3_tile_pixel(buf, area, (size_t)ly * w + lx, planes, im->cv.depth, tile_flags[im->tile_base + t],
+                  px);
+    l3cv_map(&im->cv, px, v);
+    l3cv_store(&im->cv, im->out, x, y, v);
+}
+
+#endif /* L3GPU_KERNELS_H */
