@@ -11,7 +11,9 @@
  *    header checksum, every field and the tile table. After that, for tile i
  *    (row-major: tx = i % tiles_x, ty = i / tiles_x):
  *        l3_tile_span(table, i, &begin, &end)   byte range inside the payload
- *        l3_tile_rect(&info-ish geometry, ...)  x0, y0, w, h (edge tiles smaller)
+ *        l3_tile_rect(width, height, tile_w, tile_h, i, &x0, &y0, &w, &h)
+ *                                               the tile's rectangle (edge tiles
+ *                                               are smaller)
  *    The payload starts at layout.header_size; table = data + layout.table_offset.
  * 1. l3_tile_parse(tile, tile_size, planes, &th)
  *        reads the small tile header: a flags byte (colour transform) and, per
@@ -23,18 +25,26 @@
  *        decodes one plane of the tile into dst[y*w + x] (uint16_t, values
  *        0..2^depth-1). One thread per (tile, plane) is the natural GPU mapping;
  *        planes of one tile are independent. Returns L3_OK or L3_ERR_CORRUPT.
+ *        Modes (th.mode[p]): L3_PLANE_CONST, L3_PLANE_RAW, and the predicted
+ *        L3_PLANE_MED / _GRAD / _LEFT2, each optionally | L3_PLANE_SHORT (Rice
+ *        groups of 8). The work per plane varies with the mode: MED has a
+ *        serial chain per sample, GRAD/LEFT2 are cheaper, CONST/RAW trivial.
  *        (l3_tile_decode() does steps 1-2 for all planes into buf[p*w*h + ...].)
  * 3. Inverse colour transform + store: planes are in channel order (R, G, B,
  *    A / gray, alpha / index). When th.flags & L3_TILE_XFORM_G, planes 0 and 2
  *    of an RGB/RGBA tile hold R-G and B-G modulo 2^depth (plane 1 is G); the
  *    planes can be decoded in any order, the transform is undone afterwards.
- *    l3_tile_pixel() returns the output
- *    channels of one pixel in channel order (R, G, B, A); l3_tile_store() writes
+ *    l3_tile_pixel() returns the output channels of one pixel in channel
+ *    order (R, G, B, A); l3_tile_store() writes
  *    a whole tile into an interleaved 8- or 16-bit image with a row stride,
  *    which is what the CPU decoder does. A GPU kernel with its own output
  *    layout/dtype calls l3_tile_pixel() per pixel from its shared-memory tile.
  *
- * Scratch per tile: planes * w * h uint16_t (64x64 RGB: 24 KiB).
+ * Scratch per tile: planes * w * h uint16_t (64x64 RGB: 24 KiB). The stack
+ * use of a plane decode is a few dozen bytes; reads of a plane stream stay in
+ * [stream, stream + len), writes in dst[0 .. w*h). Stable entry points:
+ * l3_tile_span, l3_tile_rect, l3_planes, l3_tile_parse, l3_tile_plane_decode,
+ * l3_tile_decode, l3_tile_pixel, l3_tile_store (the others are helpers).
  * Palette images decode to indices; expanding them through the palette is the
  * caller's job (l3_info.palette has 256 entries, zero beyond palette_len, so
  * palette[idx] is always in bounds for idx < 256).
@@ -162,6 +172,7 @@ struct l3_br {
     unsigned n;    /* valid bits in `bits` */
     size_t pos;    /* bytes loaded so far (may exceed len: virtual zero bytes) */
     size_t len;
+    size_t lim;    /* pos < lim: 8 bytes can be loaded at pos */
     const uint8_t *p;
 };
 
@@ -171,13 +182,14 @@ L3_TILE_FN void l3_br_init(struct l3_br *br, const uint8_t *p, size_t len)
     br->n = 0;
     br->pos = 0;
     br->len = len;
+    br->lim = len >= 8 ? len - 7 : 0;
     br->p = p;
 }
 
 /* After this, br->n >= 56. */
 L3_TILE_FN void l3_br_refill(struct l3_br *br)
 {
-    if (br->pos + 8 <= br->len) {
+    if (br->pos < br->lim) {
         br->bits |= l3_rd_u64le(br->p + br->pos) << br->n;
         br->pos += (63 - br->n) >> 3;
         br->n |= 56;

@@ -676,6 +676,40 @@ Test(format, tile_routine_matches_decoder)
     l3_free(f);
 }
 
+/* The worked example of docs/FORMAT.md section 6.4, bit for bit. */
+Test(format, spec_example_plane)
+{
+    /* arrays padded to 8 bytes: only the given length is read */
+    const uint8_t stream[8] = {0x10, 0x59, 0x30};
+    uint16_t out[4];
+    cr_assert_eq(l3_tile_plane_decode(stream, 3, L3_PLANE_MED, 4, 1, 8, out), L3_OK);
+    cr_assert_eq(out[0], 0);
+    cr_assert_eq(out[1], 254);
+    cr_assert_eq(out[2], 255);
+    cr_assert_eq(out[3], 250);
+    /* one byte more or less: the stream end rule */
+    const uint8_t longer[8] = {0x10, 0x59, 0x30, 0};
+    cr_assert_eq(l3_tile_plane_decode(longer, 4, L3_PLANE_MED, 4, 1, 8, out), L3_ERR_CORRUPT);
+    cr_assert_eq(l3_tile_plane_decode(stream, 2, L3_PLANE_MED, 4, 1, 8, out), L3_ERR_CORRUPT);
+    /* the same codes as GRAD and as LEFT2 predict the same on row 0 for GRAD */
+    cr_assert_eq(l3_tile_plane_decode(stream, 3, L3_PLANE_GRAD, 4, 1, 8, out), L3_OK);
+    cr_assert_eq(out[3], 250);
+    /* LEFT2 on row 0: predictions 0, 0, x0, x1 */
+    cr_assert_eq(l3_tile_plane_decode(stream, 3, L3_PLANE_LEFT2, 4, 1, 8, out), L3_OK);
+    cr_assert_eq(out[0], 0);
+    cr_assert_eq(out[1], 254);
+    cr_assert_eq(out[2], 1);
+    cr_assert_eq(out[3], 249);
+    /* CONST and RAW */
+    const uint8_t c16[2] = {0x34, 0x12};
+    cr_assert_eq(l3_tile_plane_decode(c16, 2, L3_PLANE_CONST, 2, 2, 16, out), L3_OK);
+    cr_assert_eq(out[3], 0x1234);
+    const uint8_t raw2[8] = {0xe4}; /* 2-bit samples 0, 1, 2, 3 LSB first */
+    cr_assert_eq(l3_tile_plane_decode(raw2, 1, L3_PLANE_RAW, 4, 1, 2, out), L3_OK);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(out[i], i);
+}
+
 /* Random bytes as plane streams and tiles: errors or values, never a read
  * outside the given length (ASan checks the bounds) or a write outside w*h. */
 Test(format, tile_routine_hostile_streams)
