@@ -207,10 +207,7 @@ class L3Collate:
         x = x.permute(0, 3, 1, 2).contiguous().to(self.device)
         if not self.dtype.startswith("float"):
             return x
-        x = x.to(torch.float32).div_(255.0)
-        mean = torch.tensor(self.mean, dtype=torch.float32, device=x.device).view(1, -1, 1, 1)
-        std = torch.tensor(self.std, dtype=torch.float32, device=x.device).view(1, -1, 1, 1)
-        return x.sub_(mean).div_(std).to(getattr(torch, self.dtype))
+        return normalize(x, self.mean, self.std).to(getattr(torch, self.dtype))
 
     def targets(self, items):
         if isinstance(items[0], int):
@@ -243,6 +240,14 @@ def _to_channels(a, channels):
     if channels == 3 and c == 4:
         return a[:, :, :3]
     raise ValueError(f"cannot convert {c} channels to {channels}")
+
+
+def normalize(x, mean=IMAGENET_MEAN, std=IMAGENET_STD):
+    """uint8 NCHW -> float32 (x/255 - mean) / std, on x's device: the same values
+    L3Collate's float32 output has (for loaders that move uint8 batches)."""
+    m = torch.tensor(mean, dtype=torch.float32, device=x.device).view(1, -1, 1, 1)
+    s = torch.tensor(std, dtype=torch.float32, device=x.device).view(1, -1, 1, 1)
+    return x.to(torch.float32).div_(255.0).sub_(m).div_(s)
 
 
 def collate_bytes(samples):

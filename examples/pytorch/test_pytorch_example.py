@@ -121,6 +121,9 @@ def check_mount(m, label_ext):
           f"{tag} float32 batch equals (PIL/255 - mean)/std "
           f"(max diff {np.abs(xf[0].numpy() - want).max():.2e})")
 
+    check(torch.equal(l3_dataset.normalize(x), xf),
+          f"{tag} uint8 batch normalised with torch equals the float32 batch")
+
     # Through a DataLoader with a worker process (CPU decode in the worker).
     loader = l3_dataset.make_loader(ds, 1, device="cpu", num_workers=1, shuffle=False,
                                     num_classes=34)
@@ -183,6 +186,10 @@ def main():
                  "--batch-size", "2", "--workers", "2"] + common))
             check(r_cls["images"] == 4 and all(np.isfinite(r_cls["losses"])),
                   f"classification training over ImageFolder: {r_cls['images']} timed images")
+            r_u8, _ = train.run(train.parse_args(
+                [a.mnt, "--batch-size", "1", "--workers", "1", "--dtype", "uint8"] + common))
+            check(np.allclose(r_u8["losses"], r_l3["losses"], rtol=1e-5, atol=0),
+                  "uint8 loader + normalisation before the model: the same losses")
             with open(os.path.join(a.mnt, ".l3fs", "stats.json")) as f:
                 fs = json.load(f)["fs"]
             check(fs["encodes"] >= 3 and fs["encode_errors"] == 0 and fs["l3_open_hits"] >= 1,

@@ -3,7 +3,7 @@
 
     train.py ROOT [--layout cityscapes|imagefolder] [--split train] [--ext .l3|.png]
              [--steps N] [--batch-size B] [--workers W] [--device auto|cpu|cuda]
-             [--loader-only] [--json]
+             [--dtype float32|uint8] [--loader-only] [--json]
 
 ROOT is an l3fs mount (images as .l3) or, with --ext .png, the plain PNG tree
 (decoded with PIL, the usual PyTorch way) — the rest of the script is the same.
@@ -87,7 +87,7 @@ def run(args):
     ds, num_classes = build_dataset(args)
     loader = l3_dataset.make_loader(ds, args.batch_size, device=device,
                                     num_workers=args.workers, num_classes=num_classes,
-                                    shuffle=not args.loader_only)
+                                    shuffle=not args.loader_only, dtype=args.dtype)
     model = None
     if not args.loader_only:
         model = TinyNet(num_classes, dense=args.layout == "cityscapes").to(device)
@@ -104,6 +104,8 @@ def run(args):
             images += x.shape[0]
         if model is None:
             continue
+        if args.dtype == "uint8":  # the loader moved bytes; normalise on the device
+            x = l3_dataset.normalize(x)
         out = model(x)
         loss = F.cross_entropy(out, y, ignore_index=l3_dataset.IGNORE_INDEX)
         opt.zero_grad(set_to_none=True)
@@ -119,6 +121,7 @@ def run(args):
     result = {
         "device": device, "ext": args.ext, "layout": args.layout, "samples": len(ds),
         "batch_size": args.batch_size, "workers": args.workers, "steps": args.steps,
+        "dtype": args.dtype,
         "images": images, "seconds": dt, "images_per_s": images / dt if dt > 0 else None,
         "losses": losses,
     }
@@ -138,6 +141,9 @@ def parse_args(argv=None):
     p.add_argument("--batch-size", type=int, default=2)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--dtype", choices=["float32", "uint8"], default="float32",
+                   help="loader output: float32 normalised, or uint8 (4x fewer bytes from "
+                        "the workers; normalised on the device before the model)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     p.add_argument("--loader-only", action="store_true",
                    help="iterate the loader without training; report images/s")
