@@ -1,6 +1,7 @@
 /* codec_bench — L3 vs libpng on a directory of PNGs, side by side in one run.
  *
- *   codec_bench [-j THREADS] [-r REPEAT] [-t TILE_W[xTILE_H]] [-w OUTDIR] DIR|FILE...
+ *   codec_bench [-j THREADS] [-r REPEAT] [-t TILE_W[xTILE_H]] [-e EFFORT] [-w OUTDIR]
+ *               DIR|FILE...
  *
  * For every PNG: decodes it with libpng (classic API, samples kept as stored:
  * 16-bit kept, palette indices kept, sub-byte samples unpacked), encodes the
@@ -148,7 +149,8 @@ struct tot {
 
 static int opt_threads = 2, opt_repeat = 3;
 static uint32_t opt_tw, opt_th;
-static const char *opt_write; /* -w DIR: also write the .l3 files there */
+static const char *opt_write;
+static int opt_effort; /* -e N: encoder effort */ /* -w DIR: also write the .l3 files there */
 
 static int bench_file(const char *path, struct tot *T)
 {
@@ -179,6 +181,7 @@ static int bench_file(const char *path, struct tot *T)
     struct l3_encode_options eo = {0};
     eo.tile_width = opt_tw;
     eo.tile_height = opt_th;
+    eo.effort = opt_effort;
     void *l3 = NULL;
     size_t l3n = 0;
     int st = 0;
@@ -288,6 +291,8 @@ int main(int argc, char **argv)
             opt_threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-r") && i + 1 < argc)
             opt_repeat = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-e") && i + 1 < argc)
+            opt_effort = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-w") && i + 1 < argc)
             opt_write = argv[++i];
         else if (!strcmp(argv[i], "-t") && i + 1 < argc) {
@@ -296,7 +301,7 @@ int main(int argc, char **argv)
             opt_tw = a;
             opt_th = k == 2 ? b : a;
         } else {
-            fprintf(stderr, "usage: codec_bench [-j N] [-r REPEAT] [-t WxH] [-w OUTDIR] DIR|FILE...\n");
+            fprintf(stderr, "usage: codec_bench [-j N] [-r REPEAT] [-t WxH] [-e EFFORT] [-w OUTDIR] DIR|FILE...\n");
             return 2;
         }
     }
