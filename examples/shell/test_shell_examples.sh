@@ -55,8 +55,14 @@ printf '%s\n' "$out" | grep -q "hit rate of .l3 opens, read pass *: 100.0% (7 hi
 printf '%s\n' "$out" | grep -q "^9 files," && ok "read 9 files" || bad "file count"
 grep -q " $mnt " /proc/mounts && bad "still mounted after the script" || ok "unmounted by the script"
 
+if [ "$(id -u)" != 0 ]; then
+    echo "SKIP (parts 2, 3): mount(8) with an fstab file or a unit's options needs root"
+    [ $fail = 0 ] && echo "all checks run passed" || echo "some checks failed"
+    exit $fail
+fi
+
 # 2. fstab line, paths replaced by this checkout's.
-opts_sub() { sed -e "s|/var/cache/l3fs|$tmp/cache2|g" -e "s|,cache_size=50G||"; }
+opts_sub() { sed -e "s|/var/cache/l3fs|$tmp/cache2|g"; }
 line=$(grep -v '^[[:space:]]*#' "$here/fstab.example" | grep -m1 'fuse' \
        | sed -e "s|^/usr/local/bin/l3fs#/data/cityscapes|$L3FS#$src|" -e "s|/mnt/cityscapes-l3|$mnt|" \
        | opts_sub)
@@ -73,7 +79,7 @@ fi
 key() { sed -n "s/^$1=//p" "$unit"; }
 what=$(key What | sed "s|^/usr/local/bin/l3fs#/data/cityscapes|$L3FS#$src|")
 type=$(key Type)
-options=$(key Options | sed -e "s|/var/cache/l3fs|$tmp/cache3|g" -e "s|,cache_size=50G||")
+options=$(key Options | sed -e "s|/var/cache/l3fs|$tmp/cache3|g")
 [ "$(key Where)" = /mnt/l3/cityscapes ] && ok "unit name matches Where=" || bad "Where= vs file name"
 echo "    unit: mount -t $type -o $options $what $mnt"
 if mount -t "$type" -o "$options" "$what" "$mnt"; then check_mounted "systemd unit"
