@@ -59,6 +59,8 @@ struct node {
     int obj_fd;                  /* object of `key`, or -1 */
     int fresh;                   /* obj_fd came from an encode no open used yet */
     int open_count;              /* open file handles of this .l3 */
+    int retired;                 /* replaced by a node for a newer version */
+    struct node *rnext, *rprev;  /* list of retired nodes (under D.table_lock) */
     int opened;                  /* opened_key below is valid */
     struct l3cache_key opened_key; /* object of the last open: pages in the kernel */
     int ctl_id;                  /* control files */
@@ -96,6 +98,7 @@ static struct {
     pthread_mutex_t table_lock;
     struct node **buckets;
     size_t nbuckets, count;
+    struct node *retired; /* nodes out of the table, still known to the kernel */
     sem_t encode_slots;
     struct l3fs_fs_counters c; /* updated with __atomic builtins */
     pthread_mutex_t timings_lock;
@@ -311,17 +314,51 @@ static void node_unref(struct node *n, uint64_t count)
         count = n->nlookup;
     n->nlookup -= count;
     if (n->nlookup == 0) {
-        size_t h = hash_of(n->dev, n->ino, n->kind) & (D.nbuckets - 1);
-        struct node **pp = &D.buckets[h];
-        while (*pp && *pp != n)
-            pp = &(*pp)->next;
-        if (*pp)
-            *pp = n->next;
-        D.count--;
+        if (n->retired) {
+            if (n->rprev)
+                n->rprev->rnext = n->rnext;
+            else
+                D.retired = n->rnext;
+            if (n->rnext)
+                n->rnext->rprev = n->rprev;
+        } else {
+            size_t h = hash_of(n->dev, n->ino, n->kind) & (D.nbuckets - 1);
+            struct node **pp = &D.buckets[h];
+            while (*pp && *pp != n)
+                pp = &(*pp)->next;
+            if (*pp)
+                *pp = n->next;
+            D.count--;
+        }
         watch_unlink_locked(n, 1);
         pthread_mutex_unlock(&D.table_lock);
         node_free(n);
         return;
+    }
+    pthread_mutex_unlock(&D.table_lock);
+}
+
+/* Takes an encoded node out of the table: it keeps describing the version
+ * its open handles read, and the next lookup of the source makes a new node
+ * (a new inode for the kernel) for the new version. */
+static void node_retire(struct node *n)
+{
+    pthread_mutex_lock(&D.table_lock);
+    if (!n->retired) {
+        size_t h = hash_of(n->dev, n->ino, n->kind) & (D.nbuckets - 1);
+        struct node **pp = &D.buckets[h];
+        while (*pp && *pp != n)
+            pp = &(*pp)->next;
+        if (*pp) {
+            *pp = n->next;
+            D.count--;
+        }
+        n->retired = 1;
+        n->rprev = NULL;
+        n->rnext = D.retired;
+        if (D.retired)
+            D.retired->rprev = n;
+        D.retired = n;
     }
     pthread_mutex_unlock(&D.table_lock);
 }
@@ -583,7 +620,7 @@ static void set_ts(struct timespec *ts, int64_t ns)
  * changed source happens once no handle is open. Caller holds n->lock. */
 static int l3_deferred(struct node *n, const struct l3cache_source *src, struct stat *st)
 {
-    if (!(n->have && n->open_count > 0 && !same_src(src, &n->src)))
+    if (!(n->have && (n->retired || (n->open_count > 0 && !same_src(src, &n->src)))))
         return 0;
     st->st_size = (off_t)n->src.size;
     set_ts(&st->st_mtim, n->src.mtime_ns);
@@ -773,6 +810,29 @@ static int do_lookup(struct node *p, const char *name, struct fuse_entry_param *
         return -ENOMEM;
     }
     struct node *n = node_ref(fd, &st, kind, rel);
+    if (n && kind == NK_L3) {
+        /* The source changed while the node's version is open: that node
+         * stays with its readers; this name gets a node for the new version. */
+        struct l3cache_source src;
+        l3cache_source_from_stat(&st, &src);
+        pthread_mutex_lock(&n->lock);
+        int split = n->have && n->open_count > 0 && !same_src(&src, &n->src);
+        pthread_mutex_unlock(&n->lock);
+        if (split) {
+            node_retire(n);
+            node_unref(n, 1);
+            n = NULL;
+            fd = openat(p->fd, srcname, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+            if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                int err = fd < 0 || errno == 0 ? -ENOENT : -errno;
+                if (fd >= 0)
+                    close(fd);
+                free(rel);
+                return err;
+            }
+            n = node_ref(fd, &st, kind, rel);
+        }
+    }
     free(rel);
     if (!n)
         return -ENOMEM;
@@ -1272,8 +1332,10 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
                 }
                 if (n && kind == NK_L3) {
                     pthread_mutex_lock(&n->lock);
-                    if (l3_deferred(n, &src, &fst)) {
-                        /* open handles: keep their version */
+                    int held = l3_deferred(n, &src, &fst);
+                    if (held) {
+                        /* open handles keep that version: no entry here,
+                         * the kernel looks the name up (a new node) */
                     } else if (!(n->have && same_src(&src, &n->src))) {
                         if (n->obj_fd >= 0 && !(n->have && !memcmp(&key, &n->key, sizeof key))) {
                             node_keep_obj(n, -1);
@@ -1287,6 +1349,10 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
                     l3size = n->size;
                     pthread_mutex_unlock(&n->lock);
                     l3_attr(&fst, l3size);
+                    if (held) {
+                        node_unref(n, 1);
+                        n = NULL;
+                    }
                 }
                 if (n) {
                     e.ino = id_of(n);
@@ -1615,6 +1681,11 @@ static void free_table(void)
     free(D.buckets);
     D.buckets = NULL;
     D.nbuckets = D.count = 0;
+    while (D.retired) {
+        struct node *next = D.retired->rnext;
+        node_free(D.retired);
+        D.retired = next;
+    }
 }
 
 static void append_opt(char *buf, size_t cap, const char *o)
