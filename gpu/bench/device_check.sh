@@ -23,7 +23,7 @@ cpu_only=0
 CC=${CC:-cc}
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 [ -x "$NVCC" ] || { echo "device_check: nvcc not found: CPU part only"; cpu_only=1; }
-b=$dc/build
+b=build-devcheck   # git-ignored (/build*/), outside the carried .devcheck/
 rm -rf "$b"; mkdir -p "$b"
 log=${OUT:-$b}/device_check.log
 t0=$(date +%s)
