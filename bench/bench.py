@@ -34,7 +34,6 @@ import sys
 import tempfile
 import time
 
-import numpy as np
 from PIL import Image
 import PIL
 
@@ -218,7 +217,7 @@ def fs_numbers(l3fs, png_dir, pngs, tmp, cold_rounds=2):
         return {"skipped": "/dev/fuse is absent"}
     mnt = os.path.join(tmp, "mnt")
     os.mkdir(mnt)
-    res = {"mnt": mnt}
+    res = {"mnt": mnt, "cold_rounds": cold_rounds}
     rel = [os.path.relpath(p, png_dir) for p in pngs]
     l3_paths = [os.path.join(mnt, r[:-4] + ".l3") for r in rel]
     log("filesystem: plain PNG read (page cache dropped)")
@@ -364,7 +363,7 @@ def make_report(R):
     else:
         dropped = F["png_cold"]["page_cache_dropped"]
         A("#### Filesystem (sequential reads of every file, one reader, 1 MiB reads; "
-          "best of 3, the cold read best of 2 fresh caches)")
+          f"best of 3, the cold read best of {F['cold_rounds']} fresh caches)")
         A("")
         A("Page cache " + ("dropped (`echo 3 > /proc/sys/vm/drop_caches`) before each "
                            "'dropped' run." if dropped else
@@ -410,7 +409,8 @@ def make_report(R):
         if some:
             A(f"ImageFolder over the directory, batch {some['batch_size']}, "
               f"{some['workers']} workers, {some['images']} images timed after one warm-up "
-              "batch, best of 2 alternating runs. The mount is warm (second epoch on). "
+              f"batch, best of {R['loader_rounds']} alternating runs. "
+              "The mount is warm (second epoch on). "
               "float32: the workers hand over float32 NCHW normalised batches (ToTensor + "
               "Normalize), as a model consumes them; uint8: the workers hand over uint8 "
               "NCHW (4x fewer bytes through shared memory) and the training loop normalises "
@@ -512,13 +512,15 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=os.cpu_count())
     ap.add_argument("--command", default=None, help="command line to record")
+    ap.add_argument("--quick", action="store_true",
+                    help="one cold mount and one loader round (for the smoke test)")
     ap.add_argument("--no-drop", action="store_true",
                     help="never drop the page cache (the 'dropped' runs then say so)")
     args = ap.parse_args()
     global DROP
     DROP = not args.no_drop
     sys.path.insert(0, os.path.join(args.build, "python"))
-    import l3
+    import l3  # noqa: F401  (fail early when the module is not built)
 
     png_dir = os.path.abspath(args.png_dir)
     pngs = sorted(os.path.join(d, f) for d, _, fs in os.walk(png_dir) for f in fs
@@ -539,17 +541,19 @@ def main():
     l3fs = os.path.join(args.build, "fs", "l3fs")
     with tempfile.TemporaryDirectory(prefix="l3-bench.") as tmp:
         if os.access(l3fs, os.X_OK):
-            F = fs_numbers(l3fs, png_dir, pngs, tmp)
+            F = fs_numbers(l3fs, png_dir, pngs, tmp, cold_rounds=1 if args.quick else 2)
         else:
             F = {"skipped": "l3fs not built"}
         unmount = F.pop("unmount", None)
         try:
             device = "cuda" if R["codec"]["gpu"] else "cpu"
-            R["loader"] = loader_numbers(png_dir, F.get("mnt"), args.build, args.jobs, device)
+            R["loader"] = loader_numbers(png_dir, F.get("mnt"), args.build, args.jobs, device,
+                                         rounds=1 if args.quick else 2)
         finally:
             if unmount:
                 unmount()
     R["fs"] = F
+    R["loader_rounds"] = 1 if args.quick else 2
     R["elapsed_s"] = time.perf_counter() - t_start
     R["machine"]["loadavg_end"] = loadavg()
     md, chart, fs_chart, ld_chart = make_report(R)

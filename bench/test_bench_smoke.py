@@ -28,7 +28,7 @@ def check(cond, what):
 
 with tempfile.TemporaryDirectory(prefix="l3-bench-smoke.") as out:
     r = subprocess.run([sys.executable, os.path.join(top, "bench", "bench.py"), "--build", build,
-                        "--out", out, "--runs", "1", "--jobs", "2", "--no-drop", src],
+                        "--out", out, "--runs", "1", "--jobs", "2", "--no-drop", "--quick", src],
                        capture_output=True, text=True)
     print(r.stdout)
     print(r.stderr[-3000:])
