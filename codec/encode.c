@@ -447,17 +447,39 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
             syms[6] = ts;
         }
     }
+    /* the other planes use the tile's predictor; after LEFT2 (a dither
+     * pattern seen in the reference plane) MED is tried too, since colour
+     * differences of dithered images are often smooth */
+#define PLAN_OTHER(c)                                                                   \
+    do {                                                                                \
+        plans[c] = plan_plane(pl[c], w, h, depth, zz[c], syms[c], e->exact, pred, g16,  \
+                              e->short_bias);                                           \
+        if (pred == L3_PLANE_LEFT2 && plans[c].mode >= L3_PLANE_MED) {                  \
+            struct plan m = plan_plane(pl[c], w, h, depth, zz[6], syms[6], e->exact,    \
+                                       L3_PLANE_MED, g16, e->short_bias);               \
+            if (m.mode >= L3_PLANE_MED && m.bytes < plans[c].bytes) {                   \
+                plans[c] = m;                                                           \
+                uint16_t *tz_ = zz[c];                                                  \
+                zz[c] = zz[6];                                                          \
+                zz[6] = tz_;                                                            \
+                uint8_t *ts_ = syms[c];                                                 \
+                syms[c] = syms[6];                                                      \
+                syms[6] = ts_;                                                          \
+            }                                                                           \
+        }                                                                               \
+    } while (0)
     for (unsigned c = 0; c < P; c++)
         if (c != r)
-            plans[c] = plan_plane(pl[c], w, h, depth, zz[c], syms[c], e->exact, pred, g16, e->short_bias);
+            PLAN_OTHER(c);
     if (P >= 3) {
         const uint32_t mask = (1u << depth) - 1;
         for (size_t i = 0; i < n; i++) {
             pl[4][i] = (uint16_t)((pl[0][i] - pl[1][i]) & mask);
             pl[5][i] = (uint16_t)((pl[2][i] - pl[1][i]) & mask);
         }
-        plans[4] = plan_plane(pl[4], w, h, depth, zz[4], syms[4], e->exact, pred, g16, e->short_bias);
-        plans[5] = plan_plane(pl[5], w, h, depth, zz[5], syms[5], e->exact, pred, g16, e->short_bias);
+        PLAN_OTHER(4);
+        PLAN_OTHER(5);
+#undef PLAN_OTHER
         if (plans[4].bytes + plans[5].bytes < plans[0].bytes + plans[2].bytes) {
             flags = L3_TILE_XFORM_G;
             use[0] = 4;
