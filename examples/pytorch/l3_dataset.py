@@ -181,14 +181,15 @@ class L3Collate:
             kw.update(mean=list(mean), std=list(std))
         if channels is not None:
             kw["channels"] = channels
-        if self.device == "cpu":
+        device = self.device
+        if device == "cpu":
             kw["threads"] = self._threads()
         else:
-            # Decode on torch's current stream: no race with the consumer.
-            kw["stream"] = torch.cuda.current_stream().cuda_stream
-        device = self.device
-        if device == "cuda":
-            device = f"cuda:{torch.cuda.current_device()}"
+            if device == "cuda":
+                device = f"cuda:{torch.cuda.current_device()}"
+            # Decode on torch's current stream of that device: ordered with
+            # whatever consumes the tensor next, no synchronisation needed.
+            kw["stream"] = torch.cuda.current_stream(torch.device(device)).cuda_stream
         batch = l3.decode_batch(bufs, device=device, layout="NCHW", dtype=dtype,
                                 strict=True, **kw)
         x = torch.from_dlpack(batch)
