@@ -114,9 +114,17 @@ L3CV_FN void l3g_decode_item(const struct l3g_image *ims, const uint64_t *item_s
     const struct l3g_image *im = ims + lo;
     if (l3g_status(status, lo) || im->tiles == 0)
         return;
+    /* local < tiles * planes <= 4 * 2^32: 32-bit division when it fits
+     * (64-bit division is a long instruction sequence on the device) */
     uint64_t local = k - item_start[lo];
-    uint32_t plane = (uint32_t)(local / im->tiles);
-    uint32_t t = (uint32_t)(local % im->tiles);
+    uint32_t plane, t;
+    if (local <= 0xffffffffu) {
+        plane = (uint32_t)local / im->tiles;
+        t = (uint32_t)local - plane * im->tiles;
+    } else {
+        plane = (uint32_t)(local / im->tiles);
+        t = (uint32_t)(local % im->tiles);
+    }
     uint64_t begin, end;
     l3_tile_span(im->table, t, &begin, &end);
     if (begin > end || end > im->payload_size) {
@@ -150,7 +158,14 @@ L3CV_FN void l3g_convert_pixel(const struct l3g_image *im, int st, uint64_t p,
                                const uint16_t *scratch, const uint8_t *tile_flags)
 {
     const uint32_t W = im->cv.width;
-    uint32_t y = (uint32_t)(p / W), x = (uint32_t)(p % W);
+    uint32_t y, x;
+    if (p <= 0xffffffffu) { /* 32-bit division when it fits */
+        y = (uint32_t)p / W;
+        x = (uint32_t)p - y * W;
+    } else {
+        y = (uint32_t)(p / W);
+        x = (uint32_t)(p % W);
+    }
     if (st) {
         l3cv_store_zero(&im->cv, im->out, x, y);
         return;
