@@ -922,6 +922,17 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 
 /* ---------------------------------------------------------------- open */
 
+/* The last handle of a .l3 closed: its snapshot descriptor is not needed
+ * any more (an unused fresh encode is kept for the open that follows its
+ * lookup). Keeps the daemon's descriptors at one per node at rest. */
+static void l3_closed(struct node *n)
+{
+    pthread_mutex_lock(&n->lock);
+    if (--n->open_count == 0 && !n->fresh)
+        node_keep_obj(n, -1);
+    pthread_mutex_unlock(&n->lock);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct node *n = node_of(ino);
@@ -1063,9 +1074,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fi->keep_cache = keep;
     fi->fh = (uint64_t)(uintptr_t)h;
     if (fuse_reply_open(req, fi) == -ENOENT) { /* interrupted: no RELEASE will come */
-        pthread_mutex_lock(&n->lock);
-        n->open_count--;
-        pthread_mutex_unlock(&n->lock);
+        l3_closed(n);
         close(h->fd);
         free(h);
     }
@@ -1115,11 +1124,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
     (void)ino;
     struct fh *h = (struct fh *)(uintptr_t)fi->fh;
-    if (h && h->node) {
-        pthread_mutex_lock(&h->node->lock);
-        h->node->open_count--;
-        pthread_mutex_unlock(&h->node->lock);
-    }
+    if (h && h->node)
+        l3_closed(h->node);
     if (h)
         fh_put(h);
     fuse_reply_err(req, 0);
