@@ -87,7 +87,7 @@ int l3fs_has_png_ext(const char *name, size_t *stem_len_ret);
 /* 1 when NAME ends in ".l3" after a non-empty stem. */
 int l3fs_has_l3_ext(const char *name, size_t *stem_len_ret);
 /* Writes the 8 case variants of STEM.png in bytewise order ("S.PNG" first,
- * "S.png" last) into variants[i] (each buffer `cap` bytes). Returns -ENAMETOOLONG
+ * "S.png" last) into variants[i] (256 bytes each). Returns -ENAMETOOLONG
  * when they do not fit. */
 int l3fs_png_variants(const char *stem, size_t stem_len, char variants[8][256]);
 
