@@ -382,6 +382,26 @@ sc_srcchange() {
     pid=$DPID
     check "after remount: never stale (every file)" "$TOOL" verify "$W/mnt" "$W/oracle3" --label "remount"
     umount_l3fs "$W/mnt" "$pid" "$log"
+    echo "-- without inotify (--no-watch): only the attribute timeout tells the kernel"
+    mount_l3fs "$W/src" "$W/mnt" "$W/cache" "$log" --timeout "$to" --dir-timeout "$to" --no-watch || return 1
+    pid=$DPID
+    "$TOOL" verify "$W/mnt" "$W/oracle3" --label "no-watch, before" >/dev/null
+    "$TOOL" verify "$W/mnt" "$W/oracle3" --label "no-watch, before, again" >/dev/null
+    changed=0
+    for i in 0 1 2 3 4 5 6 7; do
+        f=$W/src/d00/img_0002$i.png
+        cp -p "$f" "$W/orig.png"
+        "$TOOL" gen-variant "$f" "$W/variant.png" || continue
+        [ "$(stat -c %s "$W/variant.png")" = "$(stat -c %s "$f")" ] || continue
+        dd if="$W/variant.png" of="$f" conv=notrunc status=none
+        touch -m -r "$W/orig.png" "$f"
+        changed=$((changed + 1))
+    done
+    "$TOOL" oracle "$W/src" "$W/oracle4" >/dev/null
+    sleep "$(( to + 1 ))"
+    check "--no-watch, same size + preserved mtime ($changed files): new content after the timeout" \
+        "$TOOL" verify "$W/mnt" "$W/oracle4" --label "no-watch, after in-place rewrite"
+    umount_l3fs "$W/mnt" "$pid" "$log"
     check "cache verifies clean" verify_cache "$W/cache"
 }
 
