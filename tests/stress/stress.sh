@@ -180,12 +180,14 @@ sc_load() {
         "$W/oracle" --threads 64 --seconds "$secs" --label "warm random, page cache dropped, round 2"
     touch "$W/peak.stop"; wait "$spid"
     read -r pf pr < "$W/peak"
-    sleep 0.5
+    sleep 1
     r2=$(rss_kb "$pid"); f2=$(nfds "$pid")
     echo "   daemon: RSS ${r0} kB after warm-up, ${r1} kB after round 1, ${r2} kB after round 2 (peak ${pr} kB); open fds ${f0} before, peak ${pf} during, ${f2} after"
     local enc2; enc2=$(stat_num "$W/mnt" fs.encodes)
     check "warm mount encoded nothing (fs.encodes = $enc2)" test "$enc2" -eq 0
-    check "no fd growth after load (${f0} -> ${f2})" test "$f2" -le "$((f0 + 2))"
+    # a leak grows with the ~10^5 opens of a round; allow 32 for descriptors
+    # of objects the daemon keeps per node and releases still in flight
+    check "no fd growth after load (${f0} -> ${f2})" test "$f2" -le "$((f0 + 32))"
     # during load: one fd per open file at most (64 readers) plus slack
     check "fds bounded during load (peak ${pf}, allowed $((f0 + 256)))" test "$pf" -le "$((f0 + 256))"
     # RSS between two equal rounds: 16 MiB or 15% for allocator noise
@@ -466,6 +468,18 @@ sc_hostile() {
     echo "   ls -f: $c names in $(( SECONDS - t1 )) s"
     check "ls -f lists $many entries" test "$c" -eq "$(( many + 2 ))"
     check "daemon alive after the huge directory" alive "$pid"
+    umount_l3fs "$W/mnt" "$pid" "$log"
+    [ "$(id -u)" = 0 ] || return 0
+    echo "-- configured limits: --max-pixels 16M --max-memory 256M"
+    log=$W/limits.log
+    mount_l3fs "$W/src" "$W/mnt" "$W/cache2" "$log" --max-pixels 16M --max-memory 256M || return 1
+    pid=$DPID
+    "$TOOL" as-user 0 0 "$W/mnt/bomb/zeros_6000x6000.l3"; local rb=$?
+    check "a 36-Mpixel image over --max-pixels 16M gives EIO" test "$rb" -eq 5
+    "$TOOL" as-user 0 0 "$W/mnt/odd/x.png/inner.l3"; rb=$?
+    check "a small image under the limits still reads" test "$rb" -eq 0
+    h1=$(hwm_kb "$pid")
+    check "daemon peak memory under the limits (${h1} kB < 256 MiB)" test "$h1" -lt 262144
     umount_l3fs "$W/mnt" "$pid" "$log"
 }
 
