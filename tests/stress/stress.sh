@@ -207,14 +207,19 @@ sc_kill9() {
     "$TOOL" gen-tree "$W/src" "$n" 2 320 || return 1
     "$TOOL" oracle "$W/src" "$W/oracle" || return 1
     local log=$W/l3fs.log r pid delay tmp_seen=0
+    local uniq; uniq=$(awk -F'\t' '$1 == 1 { print $4 $5 }' "$W/oracle" | sort -u | wc -l)
     for r in $(seq 1 "$rounds"); do
         mount_l3fs "$W/src" "$W/mnt" "$W/cache" "$log" --jobs 4 || return 1
         pid=$DPID
-        delay=$(awk -v r="$r" 'BEGIN { printf "%.1f", 0.3 + 0.3 * (r % 3) }')
+        # kill when about r/(rounds+1) of the tree is encoded: mid-way
+        # through the encodes whatever the machine's speed (at most 60 s)
+        local target=$(( uniq * r / (rounds + 1) )) t0=$SECONDS
         "$TOOL" load "$W/mnt" "$W/oracle" --pass --threads 64 --seconds 120 --tolerate-errors \
             --label "round $r: readers while the daemon is killed" > "$W/load.out" 2>&1 &
         local lpid=$!
-        sleep "$delay"
+        while [ "$(find "$W/cache/objects" -name '*.l3' 2>/dev/null | wc -l)" -lt "$target" ] &&
+              [ $(( SECONDS - t0 )) -lt 60 ]; do sleep 0.02; done
+        delay=$(( SECONDS - t0 ))
         local objs; objs=$(find "$W/cache/objects" -name '*.l3' 2>/dev/null | wc -l)
         local tmps; tmps=$(find "$W/cache/objects" -name '.tmp-*' 2>/dev/null | wc -l)
         tmp_seen=$((tmp_seen + tmps))
@@ -224,7 +229,8 @@ sc_kill9() {
         wait "$lpid"
         sed 's/^/   /' "$W/load.out"
         grep -q "0 wrong bytes" "$W/load.out" || fail "round $r: a reader got wrong bytes before the kill"
-        echo "   round $r: killed after ${delay} s with $objs objects stored, $tmps temp files in flight"
+        echo "   round $r: killed after ~${delay} s at $objs objects stored (target $target of $uniq distinct), $tmps temp files in flight"
+        check "round $r: the kill came while files were still being encoded ($objs < $uniq objects)" test "$objs" -lt "$uniq"
     done
     echo "-- remount on the same cache"
     mount_l3fs "$W/src" "$W/mnt" "$W/cache" "$log" || return 1
