@@ -146,6 +146,20 @@ static int parse_count(const char *name, const char *v, uint64_t *out)
     return 0;
 }
 
+/* True when the comma-separated FUSE option list holds `opt` as an item. */
+static int has_fuse_opt(const struct l3fs_options *o, const char *opt)
+{
+    size_t n = strlen(opt);
+    for (const char *p = o->fuse_opts; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t k = e ? (size_t)(e - p) : strlen(p);
+        if (k == n && !memcmp(p, opt, n))
+            return 1;
+        p = e ? e + 1 : p + k;
+    }
+    return 0;
+}
+
 static int add_fuse_opt(struct l3fs_options *o, const char *opt)
 {
     size_t a = o->fuse_opts ? strlen(o->fuse_opts) : 0, b = strlen(opt);
@@ -396,6 +410,10 @@ int l3fs_parse_args(int argc, char **argv, struct l3fs_options *o)
             r = -EINVAL;
         }
     }
+    /* The daemon runs with its own credentials: with allow_other and no
+     * permission checks by the kernel, any user could read a 0600 file. */
+    if (r >= 0 && has_fuse_opt(o, "allow_other") && !has_fuse_opt(o, "default_permissions"))
+        r = add_fuse_opt(o, "default_permissions");
     if (r >= 0 && npos != 2) {
         l3fs_usage(argv[0], 0);
         r = -EINVAL;

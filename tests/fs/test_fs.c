@@ -1243,8 +1243,13 @@ Test(options, both_spellings)
     cr_assert_float_eq(o.timeout, 2.5, 1e-9);
     cr_assert_float_eq(o.dir_timeout, 0.5, 1e-9);
     cr_assert_str_eq(o.cache_size, "1G");
-    cr_assert_str_eq(o.fuse_opts, "allow_other");
+    /* allow_other brings default_permissions with it */
+    cr_assert_str_eq(o.fuse_opts, "allow_other,default_permissions");
     cr_assert_eq(o.foreground, 1);
+    l3fs_options_free(&o);
+    char *both[] = {"l3fs", tmp, tmp, "-o", "default_permissions,allow_other", NULL};
+    cr_assert_eq(l3fs_parse_args(5, both, &o), 0);
+    cr_assert_str_eq(o.fuse_opts, "default_permissions,allow_other");
     l3fs_options_free(&o);
     char *lim[] = {"l3fs", tmp, tmp, "-o", "max_pixels=64M,max_memory=1G,nofail,x-systemd.x=1",
                    NULL};

@@ -532,13 +532,13 @@ sc_escape() {
     "$TOOL" as-user $nob $nob "$m/d00/img_00002.l3"; local r=$?
     check "without allow_other: other user refused (EACCES)" test "$r" -eq 13
     umount_l3fs "$m" "$pid" "$log"
-    echo "-- allow_other without default_permissions"
+    echo "-- allow_other alone (l3fs adds default_permissions)"
     mount_l3fs "$W/src" "$m" "$W/cache" "$log" -o allow_other || return 1
     pid=$DPID
     "$TOOL" as-user $nob $nob "$m/d00/img_00002.l3"; r=$?
     check "allow_other: other user reads a 0644 file" test "$r" -eq 0
     "$TOOL" as-user $nob $nob "$m/d00/img_00001.l3"; local r600=$?
-    echo "   allow_other alone: 0600 file -> $([ $r600 -eq 0 ] && echo readable || echo refused)"
+    check "allow_other alone: other user refused on a 0600 file (EACCES)" test "$r600" -eq 13
     umount_l3fs "$m" "$pid" "$log"
     echo "-- allow_other,default_permissions"
     mount_l3fs "$W/src" "$m" "$W/cache" "$log" -o allow_other,default_permissions || return 1
