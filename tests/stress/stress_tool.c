@@ -125,7 +125,7 @@ static void *watchdog(void *arg)
         uint64_t t = now_ns();
         for (int i = 0; i < MAXW; i++) {
             uint64_t s = atomic_load(&op_start[i]);
-            if (s && (double)(t - s) / 1e9 > hang_limit_s) {
+            if (s && t > s && (double)(t - s) / 1e9 > hang_limit_s) {
                 const char *p = atomic_load(&op_path[i]);
                 fprintf(stderr, "FAIL hang: an operation on %s has not returned after %.0f s\n",
                         p ? p : "?", hang_limit_s);
