@@ -136,6 +136,9 @@ int l3_decode(const void *data, size_t size, void *out, size_t out_size,
         stride = row;
     if (stride < row)
         return L3_ERR_BUFFER_TOO_SMALL;
+    /* 16-bit samples are stored as uint16_t: rows must stay 2-byte aligned */
+    if (l3_sample_bytes(&hdr.info) == 2 && ((stride & 1) || ((uintptr_t)out & 1)))
+        return L3_ERR_INVALID_ARG;
     size_t need = l3_decoded_size(&hdr.info, stride);
     if (need == 0 || out_size < need)
         return L3_ERR_BUFFER_TOO_SMALL;

@@ -153,7 +153,8 @@ int l3_read_layout(const void *data, size_t size, struct l3_info *info_ret,
 int l3_verify(const void *data, size_t size);
 
 /* Decodes a whole L3 buffer into `out` (out_size bytes, rows `stride` bytes
- * apart; stride 0 = tight). `opts` may be NULL for defaults. */
+ * apart; stride 0 = tight). For 16-bit images `out` and `stride` must be
+ * 2-byte aligned (else L3_ERR_INVALID_ARG). `opts` may be NULL for defaults. */
 int l3_decode(const void *data, size_t size, void *out, size_t out_size,
               size_t stride, const struct l3_decode_options *opts);
 

@@ -234,6 +234,9 @@ Test(format, decode_with_stride_and_buffer_checks)
     cr_assert_eq(l3_decode(f, n, out, need - 1, stride, NULL), L3_ERR_BUFFER_TOO_SMALL);
     cr_assert_eq(l3_decode(f, n, out, need, row - 1, NULL), L3_ERR_BUFFER_TOO_SMALL);
     cr_assert_eq(l3_decode(f, n, NULL, need, 0, NULL), L3_ERR_INVALID_ARG);
+    /* 16-bit output must be 2-byte aligned: an odd stride or pointer is refused */
+    cr_assert_eq(l3_decode(f, n, out, need + 16, stride + 1, NULL), L3_ERR_INVALID_ARG);
+    cr_assert_eq(l3_decode(f, n, out + 1, need, stride, NULL), L3_ERR_INVALID_ARG);
 
     /* encode from a strided buffer */
     uint8_t *strided = malloc(stride * info.height);
