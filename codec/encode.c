@@ -523,14 +523,31 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
     return L3_OK;
 }
 
-int l3_encode(const struct l3_info *info_in, const void *pixels, size_t stride,
-              const struct l3_encode_options *opts, void **out_ret, size_t *size_ret)
+struct l3_enc {
+    struct l3_info info;
+    struct enc e;
+    uint8_t *buf; /* header + tile slots */
+    uint64_t tiles, hsize;
+    unsigned threads;
+};
+
+void l3_enc_free(struct l3_enc *x)
 {
-    if (!info_in || !pixels || !out_ret)
+    if (x == NULL)
+        return;
+    free(x->e.scratch);
+    free(x->e.wbuf);
+    free(x->e.tile_bytes);
+    free(x->buf);
+    free(x);
+}
+
+int l3_enc_begin(const struct l3_info *info_in, const void *pixels, size_t stride,
+                 const struct l3_encode_options *opts, struct l3_enc **enc_ret)
+{
+    if (!info_in || !pixels || !enc_ret)
         return L3_ERR_INVALID_ARG;
-    *out_ret = NULL;
-    if (size_ret)
-        *size_ret = 0;
+    *enc_ret = NULL;
     struct l3_info info = *info_in;
     if (l3_check_info(&info))
         return L3_ERR_INVALID_ARG;
@@ -575,65 +592,123 @@ int l3_encode(const struct l3_info *info_in, const void *pixels, size_t stride,
     uint64_t mem = hsize + slot * tiles + 8 * tiles + (uint64_t)scratch_per * 2 * threads;
     if (mem > max_memory || mem > SIZE_MAX)
         return L3_ERR_LIMIT;
-
-    struct enc e;
-    e.info = &info;
-    e.pixels = pixels;
-    e.stride = stride;
-    e.planes = P;
-    e.slot_size = (size_t)slot;
-    e.area = area;
-    e.scratch_per = scratch_per;
-    e.exact = opts && opts->effort >= 2;
-    e.grad_bias = e.exact ? 0 : 3;
-    e.short_bias = e.exact ? 0 : 1;
     /* worst MED stream: every code escaped, plus group symbols */
-    e.wbuf_per = (area * (L3_ESCAPE + info.bit_depth) + groups * 8) / 8 + 16;
-    mem += (uint64_t)e.wbuf_per * threads;
+    size_t wbuf_per = (area * (L3_ESCAPE + info.bit_depth) + groups * 8) / 8 + 16;
+    mem += (uint64_t)wbuf_per * threads;
     if (mem > max_memory || mem > SIZE_MAX)
         return L3_ERR_LIMIT;
-    uint8_t *buf = malloc((size_t)(hsize + slot * tiles));
-    e.wbuf = malloc(e.wbuf_per * threads);
-    e.tile_bytes = malloc(8 * (size_t)tiles);
-    e.scratch = malloc(scratch_per * 2 * threads);
-    if (!buf || !e.tile_bytes || !e.scratch || !e.wbuf) {
-        free(e.wbuf);
-        free(buf);
-        free(e.tile_bytes);
-        free(e.scratch);
+
+    struct l3_enc *x = calloc(1, sizeof *x);
+    if (x == NULL)
+        return L3_ERR_NOMEM;
+    x->info = info;
+    x->tiles = tiles;
+    x->hsize = hsize;
+    x->threads = threads;
+    struct enc *e = &x->e;
+    e->info = &x->info;
+    e->pixels = pixels;
+    e->stride = stride;
+    e->planes = P;
+    e->slot_size = (size_t)slot;
+    e->area = area;
+    e->scratch_per = scratch_per;
+    e->exact = opts && opts->effort >= 2;
+    e->grad_bias = e->exact ? 0 : 3;
+    e->short_bias = e->exact ? 0 : 1;
+    e->wbuf_per = wbuf_per;
+    x->buf = malloc((size_t)(hsize + slot * tiles));
+    e->wbuf = malloc(e->wbuf_per * threads);
+    e->tile_bytes = malloc(8 * (size_t)tiles);
+    e->scratch = malloc(scratch_per * 2 * threads);
+    if (!x->buf || !e->tile_bytes || !e->scratch || !e->wbuf) {
+        l3_enc_free(x);
         return L3_ERR_NOMEM;
     }
-    e.slots = buf + hsize;
-    int st = l3_parallel_tiles(tiles, threads, encode_tile, &e);
-    free(e.scratch);
-    free(e.wbuf);
-    if (st) {
-        free(buf);
-        free(e.tile_bytes);
-        return st;
-    }
+    e->slots = x->buf + hsize;
+    *enc_ret = x;
+    return L3_OK;
+}
+
+const struct l3_info *l3_enc_info(const struct l3_enc *x)
+{
+    return &x->info;
+}
+
+unsigned l3_enc_threads(const struct l3_enc *x)
+{
+    return x->threads;
+}
+
+uint64_t l3_enc_tiles(const struct l3_enc *x)
+{
+    return x->tiles;
+}
+
+int l3_enc_tile(struct l3_enc *x, unsigned worker, uint64_t t)
+{
+    if (worker >= x->threads || t >= x->tiles)
+        return L3_ERR_INVALID_ARG;
+    return encode_tile(&x->e, worker, t);
+}
+
+static int enc_tile_fn(void *arg, unsigned worker, uint64_t t)
+{
+    struct l3_enc *x = arg;
+    return encode_tile(&x->e, worker, t);
+}
+
+int l3_enc_finish(struct l3_enc *x, void **out_ret, size_t *size_ret)
+{
+    struct enc *e = &x->e;
+    const struct l3_info *info = &x->info;
+    const uint64_t tiles = x->tiles, hsize = x->hsize;
+    uint8_t *buf = x->buf;
+    free(e->scratch);
+    e->scratch = NULL;
+    free(e->wbuf);
+    e->wbuf = NULL;
     /* compact the tiles behind the header, fill the table */
     struct l3_layout lay;
     memset(&lay, 0, sizeof lay);
     lay.header_size = (size_t)hsize;
     lay.table_offset = L3_FIXED_HEADER +
-                       (info.color == L3_COLOR_PALETTE ? 4u * info.palette_len : 0);
+                       (info->color == L3_COLOR_PALETTE ? 4u * info->palette_len : 0);
     lay.tile_count = (uint32_t)tiles;
-    lay.planes = P;
+    lay.planes = e->planes;
     uint64_t end = 0;
     for (uint64_t t = 0; t < tiles; t++) {
-        memmove(buf + hsize + end, e.slots + e.slot_size * t, (size_t)e.tile_bytes[t]);
-        end += e.tile_bytes[t];
+        memmove(buf + hsize + end, e->slots + e->slot_size * t, (size_t)e->tile_bytes[t]);
+        end += e->tile_bytes[t];
         l3_wr_u64le(buf + lay.table_offset + 8 * t, end);
     }
-    free(e.tile_bytes);
     lay.payload_size = end;
     lay.payload_hash = XXH3_64bits(buf + hsize, (size_t)end);
-    l3_write_header(buf, &info, &lay);
+    l3_write_header(buf, info, &lay);
     size_t total = (size_t)(hsize + end);
     uint8_t *shrunk = realloc(buf, total);
+    x->buf = NULL;
     *out_ret = shrunk ? shrunk : buf;
     if (size_ret)
         *size_ret = total;
     return L3_OK;
+}
+
+int l3_encode(const struct l3_info *info_in, const void *pixels, size_t stride,
+              const struct l3_encode_options *opts, void **out_ret, size_t *size_ret)
+{
+    if (!info_in || !pixels || !out_ret)
+        return L3_ERR_INVALID_ARG;
+    *out_ret = NULL;
+    if (size_ret)
+        *size_ret = 0;
+    struct l3_enc *x;
+    int st = l3_enc_begin(info_in, pixels, stride, opts, &x);
+    if (st)
+        return st;
+    st = l3_parallel_tiles(x->tiles, x->threads, enc_tile_fn, x);
+    if (st == L3_OK)
+        st = l3_enc_finish(x, out_ret, size_ret);
+    l3_enc_free(x);
+    return st;
 }

@@ -63,6 +63,43 @@ void l3_limits_resolve(const struct l3_limits *in, uint64_t *max_pixels,
 typedef int (*l3_tile_fn)(void *arg, unsigned worker, uint64_t tile);
 int l3_parallel_tiles(uint64_t tiles, unsigned threads, l3_tile_fn fn, void *arg);
 
+/* ---- streaming encoder (encode.c): l3_encode in three steps, so that tiles
+ * can be encoded while the pixels below them are still being produced. ---- */
+struct l3_enc;
+/* Validates and allocates exactly as l3_encode does (same checks, same
+ * errors, same limits for `threads` workers; threads is clamped as there).
+ * `pixels` must stay valid until l3_enc_finish; its rows may be filled in
+ * later, as long as a tile's rows are written before l3_enc_tile(tile). */
+int l3_enc_begin(const struct l3_info *info, const void *pixels, size_t stride,
+                 const struct l3_encode_options *opts, struct l3_enc **enc_ret);
+/* The image description as written (tile geometry filled in), worker count. */
+const struct l3_info *l3_enc_info(const struct l3_enc *enc);
+unsigned l3_enc_threads(const struct l3_enc *enc);
+uint64_t l3_enc_tiles(const struct l3_enc *enc);
+/* Encodes one tile with worker `worker`'s scratch (< l3_enc_threads). */
+int l3_enc_tile(struct l3_enc *enc, unsigned worker, uint64_t tile);
+/* After every tile: assembles the file (tile table, payload, checksums). */
+int l3_enc_finish(struct l3_enc *enc, void **out_ret, size_t *size_ret);
+void l3_enc_free(struct l3_enc *enc);
+
+/* ---- PNG row reader (png.c): l3_png_decode's reading, row by row ---- */
+struct l3_png_reader;
+/* From memory (fd < 0) or from fd. Reads up to the image data, checks the
+ * limits (before any pixel memory exists) and sets the same transforms as
+ * l3_png_decode. */
+int l3_png_reader_open(const void *png, size_t png_size, int fd,
+                       const struct l3_limits *limits, struct l3_png_reader **reader_ret);
+const struct l3_info *l3_png_reader_info(const struct l3_png_reader *r);
+int l3_png_reader_interlaced(const struct l3_png_reader *r);
+/* Next n rows (non-interlaced images only). */
+int l3_png_reader_rows(struct l3_png_reader *r, unsigned char **rows, uint32_t n);
+/* The whole image, any interlacing. */
+int l3_png_reader_image(struct l3_png_reader *r, unsigned char **rows);
+/* Reads the trailing chunks; for palette images extends the palette over
+ * indices past PLTE as l3_png_decode does (pixels = the whole image). */
+int l3_png_reader_finish(struct l3_png_reader *r, const unsigned char *pixels, size_t size);
+void l3_png_reader_close(struct l3_png_reader *r);
+
 static inline void l3_wr_u16le(uint8_t *p, uint32_t v)
 {
     p[0] = (uint8_t)v;

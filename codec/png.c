@@ -1,4 +1,7 @@
-/* png.c — the PNG side of libl3: PNG <-> pixels with libpng, PNG -> L3.
+/* png.c — the PNG side of libl3: PNG <-> pixels with libpng.
+ *
+ * PNG -> L3 transcoding (which reads through the row reader below) is in
+ * transcode.c.
  *
  * Pixels are exactly the samples libpng gives for the file with no colour
  * transform: sub-byte samples unpacked to one byte each (values kept), 16-bit
@@ -10,6 +13,7 @@
  * context struct reached through a pointer, never in automatic variables.
  */
 #include "l3.h"
+#include "l3_internal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -222,8 +226,9 @@ static int describe(struct png_rd *rd)
     return L3_OK;
 }
 
-/* Everything that may longjmp. Returns a status. */
-static int read_body(struct png_rd *rd)
+/* Sets up libpng, reads the header chunks, checks the limits and sets the
+ * transforms (may longjmp: own setjmp). Returns a status. */
+static int read_start(struct png_rd *rd)
 {
     if (setjmp(png_jmpbuf(rd->png)))
         return rd->status != L3_OK ? rd->status : L3_ERR_PNG;
@@ -252,6 +257,64 @@ static int read_body(struct png_rd *rd)
     size_t row = (size_t)o->width * o->channels * (o->bit_depth == 16 ? 2u : 1u);
     if (png_get_rowbytes(rd->png, rd->info) != row)
         return L3_ERR_PNG; /* unexpected libpng layout: refuse, do not overrun */
+    return L3_OK;
+}
+
+/* Reads every row of the image (any interlacing) into rows[]. */
+static int read_image(struct png_rd *rd, png_bytep *rows)
+{
+    if (setjmp(png_jmpbuf(rd->png)))
+        return rd->status != L3_OK ? rd->status : L3_ERR_PNG;
+    png_read_image(rd->png, rows);
+    return L3_OK;
+}
+
+/* Reads the next n rows of a non-interlaced image. */
+static int read_rows(struct png_rd *rd, png_bytep *rows, uint32_t n)
+{
+    if (setjmp(png_jmpbuf(rd->png)))
+        return rd->status != L3_OK ? rd->status : L3_ERR_PNG;
+    png_read_rows(rd->png, rows, NULL, n);
+    return L3_OK;
+}
+
+/* Reads the chunks after the image data. */
+static int read_end(struct png_rd *rd)
+{
+    if (setjmp(png_jmpbuf(rd->png)))
+        return rd->status != L3_OK ? rd->status : L3_ERR_PNG;
+    png_read_end(rd->png, NULL);
+    return L3_OK;
+}
+
+/* An index past the palette decodes (libpng only warns). Keep the indices and
+ * extend the palette with opaque black so that the image stays
+ * self-consistent and encodable. */
+static void palette_fixup(struct l3_info *w, const unsigned char *pixels, size_t size)
+{
+    if (w->color != L3_COLOR_PALETTE)
+        return;
+    unsigned maxi = 0;
+    for (size_t i = 0; i < size; i++)
+        if (pixels[i] > maxi)
+            maxi = pixels[i];
+    while (w->palette_len <= maxi) {
+        w->palette[w->palette_len][0] = 0;
+        w->palette[w->palette_len][1] = 0;
+        w->palette[w->palette_len][2] = 0;
+        w->palette[w->palette_len][3] = 255;
+        w->palette_len++;
+    }
+}
+
+/* Everything after creating the libpng structs. Returns a status. */
+static int read_body(struct png_rd *rd)
+{
+    int st = read_start(rd);
+    if (st != L3_OK)
+        return st;
+    const struct l3_info *o = &rd->out_info;
+    size_t row = (size_t)o->width * o->channels * (o->bit_depth == 16 ? 2u : 1u);
     rd->pixels_size = row * o->height;
     rd->pixels = malloc(rd->pixels_size);
     rd->rows = malloc(sizeof(png_bytep) * o->height);
@@ -259,34 +322,18 @@ static int read_body(struct png_rd *rd)
         return L3_ERR_NOMEM;
     for (uint32_t y = 0; y < o->height; y++)
         rd->rows[y] = rd->pixels + (size_t)y * row;
-    png_read_image(rd->png, rd->rows);
-    png_read_end(rd->png, NULL);
-
-    if (o->color == L3_COLOR_PALETTE) {
-        /* An index past the palette decodes (libpng only warns). Keep the
-         * indices and extend the palette with opaque black so that the image
-         * stays self-consistent and encodable. */
-        unsigned maxi = 0;
-        for (size_t i = 0; i < rd->pixels_size; i++)
-            if (rd->pixels[i] > maxi)
-                maxi = rd->pixels[i];
-        struct l3_info *w = &rd->out_info;
-        while (w->palette_len <= maxi) {
-            w->palette[w->palette_len][0] = 0;
-            w->palette[w->palette_len][1] = 0;
-            w->palette[w->palette_len][2] = 0;
-            w->palette[w->palette_len][3] = 255;
-            w->palette_len++;
-        }
-    }
+    st = read_image(rd, rd->rows);
+    if (st == L3_OK)
+        st = read_end(rd);
+    if (st != L3_OK)
+        return st;
+    palette_fixup(&rd->out_info, rd->pixels, rd->pixels_size);
     return L3_OK;
 }
 
-static int png_read_run(struct png_rd *rd, const struct l3_limits *limits,
-                        struct l3_info *info_ret, void **pixels_ret,
-                        size_t *pixels_size_ret)
+/* Creates the libpng structs for rd (source already set). */
+static int read_create(struct png_rd *rd, const struct l3_limits *limits)
 {
-    int st;
     if (limits)
         rd->limits = *limits;
     rd->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, NULL, error_longjmp, silent_warning);
@@ -301,7 +348,16 @@ static int png_read_run(struct png_rd *rd, const struct l3_limits *limits,
         png_set_read_fn(rd->png, rd, read_fd);
     else
         png_set_read_fn(rd->png, rd, read_mem);
+    return L3_OK;
+}
 
+static int png_read_run(struct png_rd *rd, const struct l3_limits *limits,
+                        struct l3_info *info_ret, void **pixels_ret,
+                        size_t *pixels_size_ret)
+{
+    int st = read_create(rd, limits);
+    if (st != L3_OK)
+        return st;
     st = read_body(rd);
     png_destroy_read_struct(&rd->png, &rd->info, NULL);
     free(rd->rows);
@@ -338,6 +394,34 @@ int l3_png_decode(const void *png, size_t png_size, const struct l3_limits *limi
     return png_read_run(&rd, limits, info_ret, pixels_ret, pixels_size_ret);
 }
 
+/* Sets up an fd source: buffer, and the signature checked first so that a
+ * non-PNG is reported as such. */
+static int fd_source(struct png_rd *rd, int fd)
+{
+    rd->src.fd = fd;
+    rd->src.buf = malloc(FD_BUFFER_SIZE);
+    if (rd->src.buf == NULL)
+        return L3_ERR_NOMEM;
+    unsigned char sig[8];
+    size_t got = 0;
+    while (got < sizeof sig) {
+        ssize_t r = read(fd, sig + got, sizeof sig - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return L3_ERR_IO;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    if (got < sizeof sig || !l3_is_png(sig, sizeof sig))
+        return L3_ERR_PNG;
+    memcpy(rd->src.buf, sig, sizeof sig);
+    rd->src.buf_len = sizeof sig;
+    rd->src.buf_pos = 0;
+    return L3_OK;
+}
+
 int l3_png_decode_fd(int fd, const struct l3_limits *limits,
                      struct l3_info *info_ret, void **pixels_ret,
                      size_t *pixels_size_ret)
@@ -351,35 +435,88 @@ int l3_png_decode_fd(int fd, const struct l3_limits *limits,
         return L3_ERR_IO;
     struct png_rd rd;
     memset(&rd, 0, sizeof rd);
-    rd.src.fd = fd;
-    rd.src.buf = malloc(FD_BUFFER_SIZE);
-    if (rd.src.buf == NULL)
-        return L3_ERR_NOMEM;
-    /* Check the signature first so that a non-PNG is reported as such. */
-    unsigned char sig[8];
-    size_t got = 0;
-    while (got < sizeof sig) {
-        ssize_t r = read(fd, sig + got, sizeof sig - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            free(rd.src.buf);
-            return L3_ERR_IO;
-        }
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
-    if (got < sizeof sig || !l3_is_png(sig, sizeof sig)) {
-        free(rd.src.buf);
-        return L3_ERR_PNG;
-    }
-    memcpy(rd.src.buf, sig, sizeof sig);
-    rd.src.buf_len = sizeof sig;
-    rd.src.buf_pos = 0;
-    int st = png_read_run(&rd, limits, info_ret, pixels_ret, pixels_size_ret);
+    int st = fd_source(&rd, fd);
+    if (st == L3_OK)
+        st = png_read_run(&rd, limits, info_ret, pixels_ret, pixels_size_ret);
     free(rd.src.buf);
     return st;
+}
+
+/* ---------------------------------------------------------------- row reader
+ * (l3_internal.h): the same reading, row by row, for the transcoder. */
+
+struct l3_png_reader {
+    struct png_rd rd;
+    int interlaced;
+};
+
+int l3_png_reader_open(const void *png, size_t png_size, int fd,
+                       const struct l3_limits *limits, struct l3_png_reader **reader_ret)
+{
+    *reader_ret = NULL;
+    struct l3_png_reader *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return L3_ERR_NOMEM;
+    int st;
+    if (fd >= 0) {
+        st = fd_source(&r->rd, fd);
+    } else {
+        r->rd.src.fd = -1;
+        r->rd.src.data = png;
+        r->rd.src.size = png_size;
+        st = l3_is_png(png, png_size) ? L3_OK : L3_ERR_PNG;
+    }
+    if (st == L3_OK)
+        st = read_create(&r->rd, limits);
+    if (st == L3_OK)
+        st = read_start(&r->rd);
+    if (st != L3_OK) {
+        l3_png_reader_close(r);
+        return st;
+    }
+    r->interlaced = png_get_interlace_type(r->rd.png, r->rd.info) != PNG_INTERLACE_NONE;
+    *reader_ret = r;
+    return L3_OK;
+}
+
+const struct l3_info *l3_png_reader_info(const struct l3_png_reader *r)
+{
+    return &r->rd.out_info;
+}
+
+int l3_png_reader_interlaced(const struct l3_png_reader *r)
+{
+    return r->interlaced;
+}
+
+int l3_png_reader_rows(struct l3_png_reader *r, unsigned char **rows, uint32_t n)
+{
+    if (r->interlaced)
+        return L3_ERR_INVALID_ARG;
+    return read_rows(&r->rd, rows, n);
+}
+
+int l3_png_reader_image(struct l3_png_reader *r, unsigned char **rows)
+{
+    return read_image(&r->rd, rows);
+}
+
+int l3_png_reader_finish(struct l3_png_reader *r, const unsigned char *pixels, size_t size)
+{
+    int st = read_end(&r->rd);
+    if (st == L3_OK && pixels != NULL)
+        palette_fixup(&r->rd.out_info, pixels, size);
+    return st;
+}
+
+void l3_png_reader_close(struct l3_png_reader *r)
+{
+    if (r == NULL)
+        return;
+    if (r->rd.png != NULL)
+        png_destroy_read_struct(&r->rd.png, &r->rd.info, NULL);
+    free(r->rd.src.buf);
+    free(r);
 }
 
 /* ---------------------------------------------------------------- writing */
@@ -560,45 +697,4 @@ int l3_png_encode(const struct l3_info *info, const void *pixels, size_t stride,
     if (png_size_ret)
         *png_size_ret = wr.out_len;
     return L3_OK;
-}
-
-/* ---------------------------------------------------------------- transcoding */
-
-static int encode_pixels(int st, const struct l3_info *info, void *pixels,
-                         const struct l3_encode_options *opts, void **out_ret,
-                         size_t *size_ret)
-{
-    if (st == L3_OK)
-        st = l3_encode(info, pixels, 0, opts, out_ret, size_ret);
-    free(pixels);
-    return st;
-}
-
-int l3_transcode_png(const void *png, size_t png_size,
-                     const struct l3_encode_options *opts, void **out_ret,
-                     size_t *size_ret)
-{
-    if (out_ret == NULL)
-        return L3_ERR_INVALID_ARG;
-    *out_ret = NULL;
-    if (size_ret)
-        *size_ret = 0;
-    struct l3_info info;
-    void *pixels = NULL;
-    int st = l3_png_decode(png, png_size, opts ? &opts->limits : NULL, &info, &pixels, NULL);
-    return encode_pixels(st, &info, pixels, opts, out_ret, size_ret);
-}
-
-int l3_transcode_png_fd(int fd, const struct l3_encode_options *opts,
-                        void **out_ret, size_t *size_ret)
-{
-    if (out_ret == NULL)
-        return L3_ERR_INVALID_ARG;
-    *out_ret = NULL;
-    if (size_ret)
-        *size_ret = 0;
-    struct l3_info info;
-    void *pixels = NULL;
-    int st = l3_png_decode_fd(fd, opts ? &opts->limits : NULL, &info, &pixels, NULL);
-    return encode_pixels(st, &info, pixels, opts, out_ret, size_ret);
 }
