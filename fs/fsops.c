@@ -1,9 +1,14 @@
 /* fsops.c — the l3fs filesystem on the libfuse3 low-level API.
  *
- * Every node the kernel knows is a struct node holding an O_PATH|O_NOFOLLOW
- * descriptor of its source entry; all source access is openat()/fstatat()
- * relative to such descriptors, so no path string is ever resolved against
- * SOURCE and a name from the kernel (never "/" or "..") cannot leave it.
+ * Every node the kernel knows is a struct node. A directory node holds an
+ * O_PATH|O_NOFOLLOW descriptor of its source directory; any other node holds
+ * a reference to its parent directory node and its source name, and opens or
+ * stats the entry on demand with openat()/fstatat()/readlinkat() relative to
+ * the parent's descriptor (O_NOFOLLOW / AT_SYMLINK_NOFOLLOW), checking that
+ * the entry found is still the node's inode (st_dev, st_ino). The daemon thus
+ * needs one descriptor per known directory, not per known entry. No path
+ * string is ever resolved against SOURCE and a name from the kernel (never
+ * "/" or "..") cannot leave it.
  *
  * An encoded node (a PNG shown as .l3) remembers the source identity and the
  * object it last described to the kernel (size and, once opened or encoded,
@@ -46,10 +51,14 @@ struct node {
     int kind;
     dev_t dev;
     ino_t ino;
-    int fd;            /* O_PATH|O_NOFOLLOW descriptor of the source entry */
-    uint64_t nlookup;  /* kernel references; freed at 0 */
+    int fd;            /* directories: O_PATH|O_NOFOLLOW descriptor; others -1 */
+    uint64_t nlookup;  /* kernel references + one per child node; freed at 0 */
+    struct node *parent; /* non-directories: directory holding `name` (referenced) */
+    char *name;        /* non-directories: source name in parent (under D.table_lock) */
     char *relpath;     /* path under SOURCE ("" = root): for globs and logs */
-    mode_t mode;       /* file type bits (S_IFMT) */
+    mode_t mode;       /* st_mode when last seen (file type never changes) */
+    uid_t uid;         /* owner when last seen: attributes of a held .l3 */
+    gid_t gid;
     /* encoded nodes: protected by lock */
     pthread_mutex_t lock;
     int have;                    /* size/src below describe what the kernel was told */
@@ -255,14 +264,24 @@ static void node_free(struct node *n)
         close(n->fd);
     node_keep_obj(n, -1);
     pthread_mutex_destroy(&n->lock);
+    free(n->name);
     free(n->relpath);
     free(n);
 }
 
+static void node_unref(struct node *n, uint64_t count);
+
 /* Finds or creates the node of (st, kind) and takes one kernel reference.
- * Takes ownership of fd (closed when the node already exists). */
-static struct node *node_ref(int fd, const struct stat *st, int kind, const char *relpath)
+ * fd is an O_PATH descriptor of the entry NAME in directory node PARENT, whose
+ * fstat() gave st; it is kept by a new directory node and closed otherwise.
+ * A non-directory node references PARENT and remembers NAME; an existing one
+ * moves to the (parent, name) it was just found at (a rename or another hard
+ * link), since the caller has just confirmed that it is this inode. */
+static struct node *node_ref(int fd, const struct stat *st, int kind, const char *relpath,
+                             struct node *parent, const char *name)
 {
+    int isdir = kind == NK_SRC && S_ISDIR(st->st_mode);
+    struct node *drop = NULL;
     pthread_mutex_lock(&D.table_lock);
     if (D.count >= D.nbuckets)
         table_grow();
@@ -273,47 +292,78 @@ static struct node *node_ref(int fd, const struct stat *st, int kind, const char
             break;
     if (n) {
         n->nlookup++;
+        if (n->parent && (n->parent != parent || strcmp(n->name, name) != 0)) {
+            char *nm = strdup(name);
+            if (nm) {
+                free(n->name);
+                n->name = nm;
+                if (n->parent != parent) {
+                    drop = n->parent;
+                    if (!is_static(parent))
+                        parent->nlookup++;
+                    n->parent = parent;
+                }
+            }
+        }
         pthread_mutex_unlock(&D.table_lock);
         close(fd);
+        if (drop)
+            node_unref(drop, 1);
         return n;
     }
     n = calloc(1, sizeof *n);
     char *rp = strdup(relpath);
-    if (!n || !rp) {
+    char *nm = isdir ? NULL : strdup(name);
+    if (!n || !rp || (!isdir && !nm)) {
         pthread_mutex_unlock(&D.table_lock);
         free(n);
         free(rp);
+        free(nm);
         close(fd);
         return NULL;
     }
     n->kind = kind;
     n->dev = st->st_dev;
     n->ino = st->st_ino;
-    n->fd = fd;
+    if (isdir) {
+        n->fd = fd;
+    } else {
+        close(fd);
+        n->fd = -1;
+        n->parent = parent;
+        n->name = nm;
+        if (!is_static(parent))
+            parent->nlookup++;
+    }
     n->nlookup = 1;
     n->relpath = rp;
-    n->mode = st->st_mode & S_IFMT;
+    n->mode = st->st_mode;
+    n->uid = st->st_uid;
+    n->gid = st->st_gid;
     n->obj_fd = -1;
     n->wd = -1;
     pthread_mutex_init(&n->lock, NULL);
     n->next = D.buckets[h];
     D.buckets[h] = n;
     D.count++;
-    if (kind == NK_SRC && S_ISDIR(st->st_mode))
+    if (isdir)
         watch_add_locked(n);
     pthread_mutex_unlock(&D.table_lock);
     return n;
 }
 
+/* Drops references; a node freed at 0 drops the one it holds on its parent. */
 static void node_unref(struct node *n, uint64_t count)
 {
-    if (is_static(n))
-        return;
-    pthread_mutex_lock(&D.table_lock);
-    if (count > n->nlookup)
-        count = n->nlookup;
-    n->nlookup -= count;
-    if (n->nlookup == 0) {
+    while (n && !is_static(n)) {
+        pthread_mutex_lock(&D.table_lock);
+        if (count > n->nlookup)
+            count = n->nlookup;
+        n->nlookup -= count;
+        if (n->nlookup != 0) {
+            pthread_mutex_unlock(&D.table_lock);
+            return;
+        }
         if (n->retired) {
             if (n->rprev)
                 n->rprev->rnext = n->rnext;
@@ -331,11 +381,82 @@ static void node_unref(struct node *n, uint64_t count)
             D.count--;
         }
         watch_unlink_locked(n, 1);
+        struct node *parent = n->parent;
         pthread_mutex_unlock(&D.table_lock);
         node_free(n);
-        return;
+        n = parent;
+        count = 1;
     }
+}
+
+/* Where a non-directory node's entry is now: its parent (referenced until
+ * loc_put) and name, copied under the table lock. */
+struct loc {
+    struct node *parent;
+    char name[256];
+};
+
+static void loc_get(struct node *n, struct loc *l)
+{
+    pthread_mutex_lock(&D.table_lock);
+    l->parent = n->parent;
+    if (!is_static(l->parent))
+        l->parent->nlookup++;
+    snprintf(l->name, sizeof l->name, "%s", n->name);
     pthread_mutex_unlock(&D.table_lock);
+}
+
+static void loc_put(struct loc *l)
+{
+    node_unref(l->parent, 1);
+}
+
+static int same_inode(const struct node *n, const struct stat *st)
+{
+    return st->st_dev == n->dev && st->st_ino == n->ino;
+}
+
+/* stat of the node's source entry. A name that now holds another inode (the
+ * entry was replaced, renamed away or deleted) gives -ENOENT: never silently
+ * another file. */
+static int node_stat(struct node *n, struct stat *st)
+{
+    if (n->fd >= 0)
+        return fstat(n->fd, st) < 0 ? -errno : 0;
+    struct loc l;
+    loc_get(n, &l);
+    int r = fstatat(l.parent->fd, l.name, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+    loc_put(&l);
+    if (r == 0 && !same_inode(n, st))
+        r = -ENOENT;
+    return r;
+}
+
+/* A new O_PATH|O_NOFOLLOW descriptor of the node's source entry (checked to be
+ * the node's inode, as in node_stat) and its stat. */
+static int node_open_path(struct node *n, struct stat *st)
+{
+    int fd;
+    if (n->fd >= 0) {
+        fd = fcntl(n->fd, F_DUPFD_CLOEXEC, 0);
+    } else {
+        struct loc l;
+        loc_get(n, &l);
+        fd = openat(l.parent->fd, l.name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        loc_put(&l);
+    }
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, st) < 0) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
+    if (!same_inode(n, st)) {
+        close(fd);
+        return -ENOENT;
+    }
+    return fd;
 }
 
 /* Takes an encoded node out of the table: it keeps describing the version
@@ -547,10 +668,14 @@ static void note_cache_writes(int obj_fd)
 /* Encodes the node's source now (caller holds n->lock). */
 static int l3_encode_locked(struct node *n, const struct l3cache_source *want)
 {
-    int fd = reopen_rdonly(n->fd);
+    struct stat st;
+    int pfd = node_open_path(n, &st);
+    if (pfd < 0)
+        return pfd;
+    int fd = reopen_rdonly(pfd);
+    close(pfd);
     if (fd < 0)
         return fd;
-    struct stat st;
     if (fstat(fd, &st) < 0) {
         int e = -errno;
         close(fd);
@@ -631,11 +756,36 @@ static int l3_deferred(struct node *n, const struct l3cache_source *src, struct 
 static int l3_refresh(struct node *n, struct stat *st_ret)
 {
     struct stat st;
-    if (fstat(n->fd, &st) < 0)
-        return -errno;
+    int sr = node_stat(n, &st);
     struct l3cache_source src;
-    l3cache_source_from_stat(&st, &src);
     pthread_mutex_lock(&n->lock);
+    if (sr < 0) {
+        if (!(n->have && (n->retired || n->open_count > 0))) {
+            pthread_mutex_unlock(&n->lock);
+            return sr;
+        }
+        /* The source entry is gone or replaced while handles of this version
+         * are open: keep describing that version from what the node knows. */
+        memset(&st, 0, sizeof st);
+        st.st_dev = n->dev;
+        st.st_ino = n->ino;
+        st.st_mode = n->mode;
+        st.st_nlink = 1;
+        st.st_uid = n->uid;
+        st.st_gid = n->gid;
+        st.st_blksize = 4096;
+        st.st_size = (off_t)n->src.size;
+        set_ts(&st.st_atim, n->src.mtime_ns);
+        set_ts(&st.st_mtim, n->src.mtime_ns);
+        set_ts(&st.st_ctim, n->src.ctime_ns);
+    } else {
+        n->mode = st.st_mode;
+        n->uid = st.st_uid;
+        n->gid = st.st_gid;
+    }
+    l3cache_source_from_stat(&st, &src);
+    if (sr < 0)
+        src = n->src;
     int r = 0;
     if (l3_deferred(n, &src, &st)) {
         /* keep describing what the open handles serve */
@@ -809,7 +959,7 @@ static int do_lookup(struct node *p, const char *name, struct fuse_entry_param *
         close(fd);
         return -ENOMEM;
     }
-    struct node *n = node_ref(fd, &st, kind, rel);
+    struct node *n = node_ref(fd, &st, kind, rel, p, srcname);
     if (n && kind == NK_L3) {
         /* The source changed while the node's version is open: that node
          * stays with its readers; this name gets a node for the new version. */
@@ -830,7 +980,7 @@ static int do_lookup(struct node *p, const char *name, struct fuse_entry_param *
                 free(rel);
                 return err;
             }
-            n = node_ref(fd, &st, kind, rel);
+            n = node_ref(fd, &st, kind, rel, p, srcname);
         }
     }
     free(rel);
@@ -892,8 +1042,9 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
             fuse_reply_attr(req, &st, D.opts->timeout);
         return;
     }
-    if (fstat(n->fd, &st) < 0) {
-        fuse_reply_err(req, errno);
+    int r = node_stat(n, &st);
+    if (r < 0) {
+        fuse_reply_err(req, -r);
         return;
     }
     fuse_reply_attr(req, &st, D.opts->dir_timeout);
@@ -907,9 +1058,17 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
         return;
     }
     char buf[PATH_MAX + 1];
-    ssize_t r = readlinkat(n->fd, "", buf, sizeof buf);
+    struct stat st;
+    int fd = node_open_path(n, &st);
+    if (fd < 0) {
+        fuse_reply_err(req, -fd);
+        return;
+    }
+    ssize_t r = readlinkat(fd, "", buf, sizeof buf);
+    int e = errno;
+    close(fd);
     if (r < 0) {
-        fuse_reply_err(req, errno);
+        fuse_reply_err(req, e);
         return;
     }
     if ((size_t)r >= sizeof buf) {
@@ -967,7 +1126,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     }
     if (n->kind == NK_SRC) {
-        h->fd = reopen_rdonly(n->fd);
+        struct stat st;
+        int pfd = node_open_path(n, &st);
+        h->fd = pfd < 0 ? pfd : reopen_rdonly(pfd);
+        if (pfd >= 0)
+            close(pfd);
         if (h->fd < 0) {
             int e = -h->fd;
             free(h);
@@ -1003,10 +1166,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         struct stat st;
         struct l3cache_source src;
         int fd = -1;
-        if (fstat(n->fd, &st) == 0) {
+        int pfd = node_open_path(n, &st);
+        if (pfd >= 0) {
             l3cache_source_from_stat(&st, &src);
             if (same_src(&src, &n->src))
-                fd = reopen_rdonly(n->fd);
+                fd = reopen_rdonly(pfd);
+            close(pfd);
         }
         struct l3cache_object obj;
         int got = 0;
@@ -1332,7 +1497,7 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
                 }
                 if (known) {
                     char *rel = join_rel(d->dir->relpath, name);
-                    n = rel ? node_ref(fd, &fst, kind, rel) : NULL;
+                    n = rel ? node_ref(fd, &fst, kind, rel, d->dir, name) : NULL;
                     fd = -1;
                     free(rel);
                 }
@@ -1644,8 +1809,9 @@ static void watch_stop(void)
     W.fd = W.stop_fd = -1;
 }
 
-/* Every node the kernel knows holds a descriptor: raise the limit as far as
- * allowed (root may go past the hard limit, up to fs.nr_open). */
+/* Every directory node holds a descriptor, every open file one or two:
+ * raise the limit as far as allowed (root may go past the hard limit, up to
+ * fs.nr_open). */
 static void raise_fd_limit(void)
 {
     struct rlimit rl;
