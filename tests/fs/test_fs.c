@@ -1004,6 +1004,122 @@ Test(mount, open_reader_keeps_its_version)
     cr_assert_eq(unmount_fs(), 0);
 }
 
+static int daemon_fds(void)
+{
+    char p[64];
+    xsnprintf(p, sizeof p, "/proc/%d/fd", (int)T.pid);
+    DIR *d = opendir(p);
+    cr_assert(d, "%s: %s", p, strerror(errno));
+    int n = 0;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+/* Only directory nodes hold a descriptor: known files cost none, and a file
+ * node re-found by name must still be its inode (never another file). */
+Test(mount, known_files_hold_no_descriptors_and_keep_identity)
+{
+    make_tree(0);
+    char s[PATH_MAX], m[PATH_MAX], q[PATH_MAX];
+    srcpath(s, sizeof s, "many");
+    cr_assert_eq(mkdir(s, 0755), 0);
+    enum { NFILES = 3000 };
+    for (int i = 0; i < NFILES; i++) {
+        char rel[64];
+        xsnprintf(rel, sizeof rel, "many/f%04d.txt", i);
+        srcpath(s, sizeof s, rel);
+        spit(s, rel, strlen(rel));
+    }
+    mount_fs("--timeout", "0", "--dir-timeout", "0", NULL);
+    mntpath(m, sizeof m, "many");
+    struct stat st;
+    cr_assert_eq(stat(m, &st), 0);
+    int fd0 = daemon_fds();
+    /* hold every file node in the kernel at once (open handles pin inodes) */
+    int *held = malloc(NFILES * sizeof *held);
+    cr_assert(held);
+    for (int i = 0; i < NFILES; i++) {
+        char rel[64];
+        xsnprintf(rel, sizeof rel, "many/f%04d.txt", i);
+        mntpath(m, sizeof m, rel);
+        cr_assert_eq(lstat(m, &st), 0, "%s: %s", rel, strerror(errno));
+        cr_assert_eq((size_t)st.st_size, strlen(rel));
+        held[i] = open(m, O_PATH);
+        cr_assert(held[i] >= 0, "%s: %s", rel, strerror(errno));
+    }
+    int fd1 = daemon_fds();
+    cr_assert(fd1 <= fd0 + 16, "daemon descriptors %d -> %d for %d known files", fd0, fd1,
+              NFILES);
+    for (int i = 0; i < NFILES; i++)
+        close(held[i]);
+    free(held);
+
+    /* a known file replaced in the source: its old inode does not silently
+     * become the new file; found under its new name it is itself again */
+    mntpath(m, sizeof m, "many/f0001.txt");
+    int hold = open(m, O_RDONLY);
+    cr_assert(hold >= 0);
+    struct stat old;
+    cr_assert_eq(fstat(hold, &old), 0);
+    srcpath(s, sizeof s, "many/f0001.txt");
+    srcpath(q, sizeof q, "many/moved.txt");
+    cr_assert_eq(rename(s, q), 0);
+    spit(s, "a new and longer file\n", 22);
+    cr_assert_eq(stat(m, &st), 0);
+    cr_assert(st.st_ino != old.st_ino && st.st_size == 22, "the name shows the new file");
+    errno = 0;
+    cr_assert(fstat(hold, &st) < 0 && errno == ENOENT,
+              "the old inode answered for the new file (%s)", strerror(errno));
+    mntpath(q, sizeof q, "many/moved.txt");
+    cr_assert_eq(stat(q, &st), 0);
+    cr_assert_eq(st.st_ino, old.st_ino);
+    cr_assert_eq(fstat(hold, &st), 0, "the moved file's inode: %s", strerror(errno));
+    cr_assert_eq(st.st_ino, old.st_ino);
+    cr_assert_eq(st.st_size, old.st_size);
+    char buf[64];
+    ssize_t n = read(hold, buf, sizeof buf);
+    cr_assert_eq(n, (ssize_t)strlen("many/f0001.txt"));
+    cr_assert(memcmp(buf, "many/f0001.txt", (size_t)n) == 0);
+    close(hold);
+
+    /* an open .l3 whose source is replaced by rename (the old inode gone)
+     * keeps describing and serving its version */
+    srcpath(s, sizeof s, "a/b/c/deep.png");
+    mntpath(m, sizeof m, "a/b/c/deep.l3");
+    size_t len0;
+    unsigned char *d0 = slurp(m, &len0);
+    cr_assert(d0 && len0 > 200);
+    int fd = open(m, O_RDONLY);
+    cr_assert(fd >= 0);
+    unsigned char *got = malloc(len0 + 4096);
+    cr_assert_eq(read(fd, got, 100), 100);
+    srcpath(q, sizeof q, "a/b/c/.deep.tmp");
+    write_png(q, 33, 17, PNG_COLOR_TYPE_RGB, 8, 0, 0, 77);
+    cr_assert_eq(rename(q, s), 0);
+    cr_assert_eq(fstat(fd, &st), 0, "open .l3 after its source was replaced: %s",
+                 strerror(errno));
+    cr_assert_eq((size_t)st.st_size, len0, "size changed under an open reader");
+    size_t total = 100;
+    while ((n = read(fd, got + total, 4096)) > 0)
+        total += (size_t)n;
+    close(fd);
+    cr_assert_eq(total, len0);
+    cr_assert(memcmp(got, d0, len0) == 0, "the open reader got mixed bytes");
+    free(got);
+    free(d0);
+    size_t len1;
+    void *d1 = slurp(m, &len1);
+    cr_assert(d1);
+    struct l3_info info;
+    cr_assert_eq(l3_read_info(d1, len1, &info, NULL), L3_OK);
+    cr_assert_eq(info.width, 33, "the name did not switch to the new source");
+    check_pixels(d1, len1, s);
+    free(d1);
+    cr_assert_eq(unmount_fs(), 0);
+}
+
 Test(mount, exclude_keeps_png)
 {
     make_tree(0);
