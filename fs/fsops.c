@@ -270,6 +270,7 @@ static void node_free(struct node *n)
 }
 
 static void node_unref(struct node *n, uint64_t count);
+static void node_retire_locked(struct node *n);
 
 /* Finds or creates the node of (st, kind) and takes one kernel reference.
  * fd is an O_PATH descriptor of the entry NAME in directory node PARENT, whose
@@ -290,6 +291,13 @@ static struct node *node_ref(int fd, const struct stat *st, int kind, const char
     for (n = D.buckets[h]; n; n = n->next)
         if (n->dev == st->st_dev && n->ino == st->st_ino && n->kind == kind)
             break;
+    if (n && ((n->mode ^ st->st_mode) & S_IFMT)) {
+        /* Nodes of files hold no descriptor, so the source filesystem may
+         * reuse the inode number of a deleted one while the kernel still
+         * knows it: an entry of another type gets a node of its own. */
+        node_retire_locked(n);
+        n = NULL;
+    }
     if (n) {
         n->nlookup++;
         if (n->parent && (n->parent != parent || strcmp(n->name, name) != 0)) {
@@ -462,9 +470,8 @@ static int node_open_path(struct node *n, struct stat *st)
 /* Takes an encoded node out of the table: it keeps describing the version
  * its open handles read, and the next lookup of the source makes a new node
  * (a new inode for the kernel) for the new version. */
-static void node_retire(struct node *n)
+static void node_retire_locked(struct node *n)
 {
-    pthread_mutex_lock(&D.table_lock);
     if (!n->retired) {
         size_t h = hash_of(n->dev, n->ino, n->kind) & (D.nbuckets - 1);
         struct node **pp = &D.buckets[h];
@@ -481,6 +488,12 @@ static void node_retire(struct node *n)
             D.retired->rprev = n;
         D.retired = n;
     }
+}
+
+static void node_retire(struct node *n)
+{
+    pthread_mutex_lock(&D.table_lock);
+    node_retire_locked(n);
     pthread_mutex_unlock(&D.table_lock);
 }
 
