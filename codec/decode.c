@@ -106,11 +106,18 @@ int l3_verify(const void *data, size_t size)
     return run(data, size, &hdr, NULL, 0, 1, L3_DEFAULT_MAX_MEMORY);
 }
 
-static int check_limits(const struct l3_hdr *hdr, const struct l3_decode_options *opts,
-                        uint64_t *max_pixels, size_t *max_memory)
+/* What l3_decode and l3_decode_alloc check first: options, header, pixel limit. */
+static int prepare(const void *data, size_t size, const struct l3_decode_options *opts,
+                   struct l3_hdr *hdr, size_t *max_memory)
 {
-    l3_limits_resolve(opts ? &opts->limits : NULL, max_pixels, max_memory);
-    if ((uint64_t)hdr->info.width * hdr->info.height > *max_pixels)
+    if (opts && (opts->flags & ~L3_DECODE_VERIFY))
+        return L3_ERR_INVALID_ARG;
+    int st = open_file(data, size, hdr);
+    if (st)
+        return st;
+    uint64_t max_pixels;
+    l3_limits_resolve(opts ? &opts->limits : NULL, &max_pixels, max_memory);
+    if ((uint64_t)hdr->info.width * hdr->info.height > max_pixels)
         return L3_ERR_LIMIT;
     return L3_OK;
 }
@@ -120,15 +127,9 @@ int l3_decode(const void *data, size_t size, void *out, size_t out_size,
 {
     if (!out)
         return L3_ERR_INVALID_ARG;
-    if (opts && (opts->flags & ~L3_DECODE_VERIFY))
-        return L3_ERR_INVALID_ARG;
     struct l3_hdr hdr;
-    int st = open_file(data, size, &hdr);
-    if (st)
-        return st;
-    uint64_t max_pixels;
     size_t max_memory;
-    st = check_limits(&hdr, opts, &max_pixels, &max_memory);
+    int st = prepare(data, size, opts, &hdr, &max_memory);
     if (st)
         return st;
     size_t row = l3_row_bytes(&hdr.info);
@@ -158,15 +159,9 @@ int l3_decode_alloc(const void *data, size_t size, const struct l3_decode_option
     *pixels_ret = NULL;
     if (pixels_size_ret)
         *pixels_size_ret = 0;
-    if (opts && (opts->flags & ~L3_DECODE_VERIFY))
-        return L3_ERR_INVALID_ARG;
     struct l3_hdr hdr;
-    int st = open_file(data, size, &hdr);
-    if (st)
-        return st;
-    uint64_t max_pixels;
     size_t max_memory;
-    st = check_limits(&hdr, opts, &max_pixels, &max_memory);
+    int st = prepare(data, size, opts, &hdr, &max_memory);
     if (st)
         return st;
     size_t need = l3_decoded_size(&hdr.info, 0);
