@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "l3.h"
@@ -884,10 +885,17 @@ static PyObject *py_decode_batch(PyObject *self, PyObject *args, PyObject *kw)
     int st;
     if (dev < 0) {
         void *mem = NULL;
-        if (posix_memalign(&mem, 256, batch->nbytes ? batch->nbytes : 1)) {
+        /* a large batch is 2 MiB aligned and asks for transparent huge pages:
+         * the decoders then take a few hundred page faults on first touch
+         * instead of one per 4 KiB (about 10% of a CPU batch decode) */
+        size_t huge = (size_t)2 << 20;
+        size_t align = batch->nbytes >= 2 * huge ? huge : 256;
+        if (posix_memalign(&mem, align, batch->nbytes ? batch->nbytes : 1)) {
             PyErr_NoMemory();
             goto out;
         }
+        if (align == huge)
+            (void)madvise(mem, batch->nbytes, MADV_HUGEPAGE); /* advice only */
         batch->data = mem;
         Py_BEGIN_ALLOW_THREADS
         st = l3gpu_cpu_decode_batch(in, (size_t)n, &fmt, batch->data, batch->nbytes, NULL,
