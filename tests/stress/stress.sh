@@ -35,7 +35,12 @@ fails=0
 cleanup() {
     local m p t
     for m in "${MOUNTS[@]}"; do fusermount3 -u -z "$m" 2>/dev/null; done
-    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    # only daemons that are still children of this script: a daemon already
+    # reaped may have lent its PID to another test's process (pid_max can be
+    # as low as 32768, and scenarios run in parallel)
+    for p in "${PIDS[@]}"; do
+        [ "$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null)" = "$$" ] && kill -9 "$p" 2>/dev/null
+    done
     for t in "${TMPFS[@]}"; do umount -l "$t" 2>/dev/null; done
     rm -rf "$W"
 }
