@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what is missing, builds, runs every test.
+# The whole test suite: installs what is missing (scripts/deps.sh: apt-get install of the
+# Debian packages not yet present), builds, runs every test.
 #   1. warnings-as-errors build (CUDA library too when nvcc exists), all tests
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build, all tests
 #   3. bounded libFuzzer runs of the decoders (clang)
