@@ -351,6 +351,21 @@ static struct plan plan_plane(const uint16_t *src, uint32_t w, uint32_t h,
     return p;
 }
 
+/* A candidate plan was coded into scratch slot 6 (the spare): make it plane
+ * c's plan by swapping plane c's residual and symbol buffers with slot 6's. */
+static void take_spare(struct plan *plans, uint16_t **zz, uint8_t **syms, unsigned c,
+                       struct plan cand)
+{
+    plans[c] = cand;
+    uint16_t *tz = zz[c];
+    zz[c] = zz[6];
+    zz[6] = tz;
+    uint8_t *ts = syms[c];
+    syms[c] = syms[6];
+    syms[6] = ts;
+}
+
+
 static int encode_tile(void *arg, unsigned worker, uint64_t t)
 {
     struct enc *e = arg;
@@ -421,13 +436,7 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
                                    L3_PLANE_GRAD, g16, e->short_bias);
         if (L3_PLANE_KIND(g.mode) == L3_PLANE_GRAD && g.bytes * 32 <= plans[r].bytes * (32 + e->grad_bias)) {
             pred = L3_PLANE_GRAD;
-            plans[r] = g;
-            uint16_t *tz = zz[r];
-            zz[r] = zz[6];
-            zz[6] = tz;
-            uint8_t *ts = syms[r];
-            syms[r] = syms[6];
-            syms[6] = ts;
+            take_spare(plans, zz, syms, r, g);
         }
     }
     /* period-2 patterns (dithered renders): try LEFT2 where coding is costly */
@@ -438,13 +447,7 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
                                     L3_PLANE_LEFT2, g16, e->short_bias);
         if (L3_PLANE_KIND(l2.mode) == L3_PLANE_LEFT2 && l2.bytes < plans[r].bytes) {
             pred = L3_PLANE_LEFT2;
-            plans[r] = l2;
-            uint16_t *tz = zz[r];
-            zz[r] = zz[6];
-            zz[6] = tz;
-            uint8_t *ts = syms[r];
-            syms[r] = syms[6];
-            syms[6] = ts;
+            take_spare(plans, zz, syms, r, l2);
         }
     }
     /* the other planes use the tile's predictor; after LEFT2 (a dither
@@ -457,15 +460,8 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
         if (pred == L3_PLANE_LEFT2 && plans[c].mode >= L3_PLANE_MED) {                  \
             struct plan m = plan_plane(pl[c], w, h, depth, zz[6], syms[6], e->exact,    \
                                        L3_PLANE_MED, g16, e->short_bias);               \
-            if (m.mode >= L3_PLANE_MED && m.bytes < plans[c].bytes) {                   \
-                plans[c] = m;                                                           \
-                uint16_t *tz_ = zz[c];                                                  \
-                zz[c] = zz[6];                                                          \
-                zz[6] = tz_;                                                            \
-                uint8_t *ts_ = syms[c];                                                 \
-                syms[c] = syms[6];                                                      \
-                syms[6] = ts_;                                                          \
-            }                                                                           \
+            if (m.mode >= L3_PLANE_MED && m.bytes < plans[c].bytes)                     \
+                take_spare(plans, zz, syms, c, m);                                   \
         }                                                                               \
     } while (0)
     for (unsigned c = 0; c < P; c++)
