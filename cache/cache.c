@@ -1174,65 +1174,100 @@ int l3cache_gc(l3cache *c, uint64_t *freed_ret)
     return scan_objects(c, 1, 1, 0, freed_ret);
 }
 
+/* Calls fn for every entry but . and .. of each fan-out directory objects/XX/,
+ * with sfd the descriptor of objects/XX; with rmdir_sub, removes each XX/
+ * afterwards (it stays when not empty). */
+typedef void walk_fn(struct l3cache *c, int sfd, const char *sub, const char *name,
+                     void *arg);
+static void walk_fanout(struct l3cache *c, int rmdir_sub, walk_fn *fn, void *arg)
+{
+    int ofd = openat(c->dirfd, "objects", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (ofd < 0)
+        return;
+    DIR *top = fdopendir(ofd);
+    if (!top) {
+        close(ofd);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(top))) {
+        if (!is_hex2(de->d_name))
+            continue;
+        int sfd = openat(ofd, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *sd = sfd >= 0 ? fdopendir(sfd) : NULL;
+        if (!sd) {
+            if (sfd >= 0)
+                close(sfd);
+            continue;
+        }
+        struct dirent *fe;
+        while ((fe = readdir(sd)))
+            if (strcmp(fe->d_name, ".") && strcmp(fe->d_name, ".."))
+                fn(c, sfd, de->d_name, fe->d_name, arg);
+        closedir(sd);
+        if (rmdir_sub)
+            unlinkat(ofd, de->d_name, AT_REMOVEDIR);
+    }
+    closedir(top);
+}
+
+struct verify_count {
+    uint64_t checked, bad;
+};
+
+static void verify_one(struct l3cache *c, int sfd, const char *sub, const char *name,
+                       void *arg)
+{
+    struct verify_count *v = arg;
+    if (strlen(name) != 33 || strcmp(name + 30, ".l3") != 0)
+        return;
+    int fd = openat(sfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return;
+    struct stat st;
+    int r = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? 0 : 1;
+    if (r == 0)
+        r = check_object(c, fd, (uint64_t)st.st_size, 0);
+    if (r == 0)
+        r = check_object(c, fd, (uint64_t)st.st_size, 1);
+    close(fd);
+    if (r < 0)
+        return;
+    v->checked++;
+    if (r) {
+        v->bad++;
+        char rel[64];
+        snprintf(rel, sizeof(rel), "objects/%.2s/%.33s", sub, name);
+        if (!c->readonly)
+            remove_if_same(c, rel, &st);
+        pthread_mutex_lock(&c->mu);
+        c->inst.corrupt_repaired++;
+        pthread_mutex_unlock(&c->mu);
+    }
+}
+
 int l3cache_verify_all(l3cache *c, uint64_t *checked_ret, uint64_t *bad_ret)
 {
     if (!c)
         return -EINVAL;
-    uint64_t checked = 0, bad = 0;
-    int ofd = openat(c->dirfd, "objects", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (ofd >= 0) {
-        DIR *top = fdopendir(ofd);
-        struct dirent *de;
-        while (top && (de = readdir(top))) {
-            if (!is_hex2(de->d_name))
-                continue;
-            int sfd = openat(ofd, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            DIR *sd = sfd >= 0 ? fdopendir(sfd) : NULL;
-            if (!sd) {
-                if (sfd >= 0)
-                    close(sfd);
-                continue;
-            }
-            struct dirent *fe;
-            while ((fe = readdir(sd))) {
-                if (strlen(fe->d_name) != 33 || strcmp(fe->d_name + 30, ".l3") != 0)
-                    continue;
-                int fd = openat(sfd, fe->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-                if (fd < 0)
-                    continue;
-                struct stat st;
-                int r = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? 0 : 1;
-                if (r == 0)
-                    r = check_object(c, fd, (uint64_t)st.st_size, 0);
-                if (r == 0)
-                    r = check_object(c, fd, (uint64_t)st.st_size, 1);
-                close(fd);
-                if (r < 0)
-                    continue;
-                checked++;
-                if (r) {
-                    bad++;
-                    char rel[64];
-                    snprintf(rel, sizeof(rel), "objects/%.2s/%.33s", de->d_name, fe->d_name);
-                    if (!c->readonly)
-                        remove_if_same(c, rel, &st);
-                    pthread_mutex_lock(&c->mu);
-                    c->inst.corrupt_repaired++;
-                    pthread_mutex_unlock(&c->mu);
-                }
-            }
-            closedir(sd);
-        }
-        if (top)
-            closedir(top);
-        else
-            close(ofd);
-    }
+    struct verify_count v = {0, 0};
+    walk_fanout(c, 0, verify_one, &v);
     if (checked_ret)
-        *checked_ret = checked;
+        *checked_ret = v.checked;
     if (bad_ret)
-        *bad_ret = bad;
+        *bad_ret = v.bad;
     return 0;
+}
+
+static void clear_one(struct l3cache *c, int sfd, const char *sub, const char *name,
+                      void *arg)
+{
+    (void)c;
+    (void)sub;
+    int *err = arg;
+    if (unlinkat(sfd, name, 0) != 0 && errno != ENOENT &&
+        strncmp(name, ".nfs", 4) != 0) /* NFS: open elsewhere */
+        *err = -errno;
 }
 
 int l3cache_clear(l3cache *c)
@@ -1242,35 +1277,8 @@ int l3cache_clear(l3cache *c)
     if (c->readonly || !c->log_writable)
         return -EROFS;
     pthread_mutex_lock(&c->scan_mu);
-    int ofd = openat(c->dirfd, "objects", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     int err = 0;
-    if (ofd >= 0) {
-        DIR *top = fdopendir(ofd);
-        struct dirent *de;
-        while (top && (de = readdir(top))) {
-            if (!is_hex2(de->d_name))
-                continue;
-            int sfd = openat(ofd, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            DIR *sd = sfd >= 0 ? fdopendir(sfd) : NULL;
-            if (!sd) {
-                if (sfd >= 0)
-                    close(sfd);
-                continue;
-            }
-            struct dirent *fe;
-            while ((fe = readdir(sd)))
-                if (strcmp(fe->d_name, ".") && strcmp(fe->d_name, "..") &&
-                    unlinkat(sfd, fe->d_name, 0) != 0 && errno != ENOENT &&
-                    strncmp(fe->d_name, ".nfs", 4) != 0) /* NFS: open elsewhere */
-                    err = -errno;
-            closedir(sd);
-            unlinkat(ofd, de->d_name, AT_REMOVEDIR);
-        }
-        if (top)
-            closedir(top);
-        else
-            close(ofd);
-    }
+    walk_fanout(c, 1, clear_one, &err);
     pthread_mutex_lock(&c->mu);
     if (ftruncate(c->logfd, 0) != 0 && !err)
         err = -errno;
