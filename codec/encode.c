@@ -79,6 +79,11 @@ static void plane_residuals(const uint16_t *src, uint32_t w, uint32_t h, unsigne
         const uint16_t *row = src + (size_t)y * w, *up = row - w;
         uint16_t *zr = z + (size_t)y * w;
         zr[0] = zigzag((uint32_t)(row[0] - up[0]) & mask, mask, half);
+        if (pred == L3_PLANE_LEFT) {
+            for (uint32_t x = 1; x < w; x++)
+                zr[x] = zigzag((uint32_t)(row[x] - row[x - 1]) & mask, mask, half);
+            continue;
+        }
         for (uint32_t x = 1; x < w; x++) {
             int32_t a = row[x - 1], b = up[x], c = up[x - 1];
             int32_t mx = a > b ? a : b, mn = a > b ? b : a;
@@ -276,6 +281,243 @@ static uint8_t *plane_write_raw(const uint16_t *src, size_t n, unsigned depth,
     return bw_flush(&bw);
 }
 
+/* ---- LZ planes: literal runs and copies of earlier residuals ---- */
+
+/* Per-worker state of the LZ match finder. */
+struct lz_state {
+    uint32_t *head;   /* hash bucket -> last position + 1 (0: none) */
+    uint32_t *chain;  /* position -> previous position + 1 with the same hash */
+    uint32_t *cost;   /* prefix sums of the literal cost estimate, 1/16 bit */
+    uint32_t *tok;    /* tokens: run, count, dist triples */
+    unsigned hash_bits;
+};
+
+#define LZ_CHAIN 8u      /* candidates examined per position */
+#define LZ_CHAIN_MAX 64u  /* ... with effort >= 2 */
+#define LZ_MARGIN 4u      /* bits a copy must save over its literals */
+
+static inline unsigned bitlen32(uint32_t v)
+{
+    return v ? 32u - (unsigned)__builtin_clz(v) : 0;
+}
+
+/* Bits of the Exp-Golomb code of order k for v. */
+static inline unsigned eg_bits(uint32_t v, unsigned k)
+{
+    unsigned q = bitlen32((v >> k) + 1) - 1;
+    return 2 * q + 1 + k;
+}
+
+static inline void bw_eg(struct bw *w, uint32_t v, unsigned k)
+{
+    unsigned q = bitlen32((v >> k) + 1) - 1;
+    uint32_t low = v - (((1u << q) - 1u) << k);
+    bw_put(w, 1u << q, q + 1);
+    bw_put(w, low, q + k);
+}
+
+/* Length of the common prefix of a and b, at most max. */
+static inline uint32_t match_len(const uint16_t *a, const uint16_t *b, uint32_t max)
+{
+    uint32_t l = 0;
+    while (l + 4 <= max) {
+        uint64_t x, y;
+        memcpy(&x, a + l, 8);
+        memcpy(&y, b + l, 8);
+        if (x != y)
+            return l + (uint32_t)__builtin_ctzll(x ^ y) / 16;
+        l += 4;
+    }
+    while (l < max && a[l] == b[l])
+        l++;
+    return l;
+}
+
+static inline uint32_t lz_hash(const uint16_t *z, unsigned bits)
+{
+    uint64_t v = (uint64_t)z[0] | (uint64_t)z[1] << 16 | (uint64_t)z[2] << 32 |
+                 (uint64_t)z[3] << 48;
+    return (uint32_t)((v * 0x9E3779B97F4A7C15ull) >> (64 - bits));
+}
+
+/* Greedy LZ parse of n residuals. Literal costs are estimated from the
+ * group-of-16 Rice plan; a copy is taken when it is estimated to cost fewer
+ * bits than the literals it replaces. Returns the number of tokens (the last
+ * one has count 0: the final literal run). */
+static size_t lz_parse(struct lz_state *lz, const uint16_t *z, uint32_t w, uint32_t h,
+                       unsigned depth, unsigned max_chain, uint64_t *saved_ret)
+{
+    const size_t n = (size_t)w * h;
+    uint64_t saved = 0;
+    uint32_t *cost = lz->cost;
+    /* literal cost estimate per sample, as prefix sums */
+    cost[0] = 0;
+    for (uint32_t y = 0; y < h; y++) {
+        const uint16_t *zr = z + (size_t)y * w;
+        uint32_t *cr = cost + (size_t)y * w + 1;
+        for (uint32_t x0 = 0; x0 < w; x0 += L3_GROUP) {
+            uint32_t g = w - x0 < L3_GROUP ? w - x0 : L3_GROUP, sum = 0;
+            for (uint32_t i = 0; i < g; i++)
+                sum += zr[x0 + i];
+            uint32_t base = cr[(ptrdiff_t)x0 - 1];
+            if (sum == 0) {
+                for (uint32_t i = 0; i < g; i++)
+                    cr[x0 + i] = base + 1 + i;
+                continue;
+            }
+            unsigned k = fast_k(sum, g, depth);
+            for (uint32_t i = 0; i < g; i++) {
+                uint32_t q = (uint32_t)zr[x0 + i] >> k;
+                base += 16 * (q < L3_ESCAPE ? q + 1 + k : L3_ESCAPE + depth) + 32 / g;
+                cr[x0 + i] = base;
+            }
+        }
+    }
+    const unsigned hb = lz->hash_bits;
+    memset(lz->head, 0, sizeof(uint32_t) << hb);
+    uint32_t *head = lz->head, *chain = lz->chain, *tok = lz->tok;
+    size_t nt = 0, pos = 0, run0 = 0;
+    const size_t last = n >= 4 ? n - 3 : 0; /* positions with a full hash */
+    while (pos < n) {
+        uint32_t best = 0, bestd = 0;
+        if (pos < last) {
+            uint32_t hv = lz_hash(z + pos, hb);
+            uint32_t cand = head[hv];
+            chain[pos] = cand;
+            head[hv] = (uint32_t)pos + 1;
+            const size_t room = n - pos;
+            for (unsigned c = 0; cand && c < max_chain; c++, cand = chain[cand - 1]) {
+                const uint16_t *a = z + cand - 1, *b = z + pos;
+                if (best && (best >= room || a[best] != b[best]))
+                    continue;
+                uint32_t l = match_len(a, b, (uint32_t)room);
+                if (l > best) {
+                    best = l;
+                    bestd = (uint32_t)(pos - (cand - 1));
+                    if (l == room)
+                        break;
+                }
+            }
+        }
+        if (best >= 4) {
+            uint32_t mc = 16 * (eg_bits(best - L3_LZ_MIN_COPY, L3_LZ_LEN_K) + L3_LZ_DIST_BITS +
+                                bitlen32(bestd) - 1 + 1 + L3_LZ_RUN_K + LZ_MARGIN);
+            if (cost[pos + best] - cost[pos] > mc) {
+                saved += cost[pos + best] - cost[pos] - mc;
+                tok[3 * nt] = (uint32_t)(pos - run0);
+                tok[3 * nt + 1] = best;
+                tok[3 * nt + 2] = bestd;
+                nt++;
+                size_t end = pos + best;
+                for (pos++; pos < end; pos++) {
+                    if (pos < last) {
+                        uint32_t hv = lz_hash(z + pos, hb);
+                        chain[pos] = head[hv];
+                        head[hv] = (uint32_t)pos + 1;
+                    }
+                }
+                run0 = pos;
+                continue;
+            }
+            /* not worth a copy here: its inside would not be either (flat
+             * runs would otherwise be compared again at every position) */
+            size_t end = pos + best;
+            for (pos++; pos < end; pos++) {
+                if (pos < last) {
+                    uint32_t hv = lz_hash(z + pos, hb);
+                    chain[pos] = head[hv];
+                    head[hv] = (uint32_t)pos + 1;
+                }
+            }
+            continue;
+        }
+        pos++;
+    }
+    tok[3 * nt] = (uint32_t)(n - run0);
+    tok[3 * nt + 1] = 0;
+    tok[3 * nt + 2] = 0;
+    *saved_ret = saved;
+    return nt + 1;
+}
+
+/* Writes the group symbol s after prev. */
+static inline void bw_symbol(struct bw *bw, unsigned s, unsigned prev)
+{
+    if (s == prev)
+        bw_put(bw, 1, 1);
+    else if (s == prev + 1)
+        bw_put(bw, 2, 2);
+    else if (s + 1 == prev)
+        bw_put(bw, 4, 3);
+    else
+        bw_put(bw, (uint32_t)s << 3, 8);
+}
+
+/* Rice codes of n values with parameter k (symbol s = k + 1). */
+static inline void bw_rice_group(struct bw *bw, const uint16_t *z, uint32_t n, unsigned k,
+                                 unsigned depth)
+{
+    uint32_t mk = (1u << k) - 1;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t v = z[i], q = v >> k;
+        if (q < L3_ESCAPE)
+            bw_put(bw, (1u << q) | ((v & mk) << (q + 1)), q + 1 + k);
+        else
+            bw_put(bw, v << L3_ESCAPE, L3_ESCAPE + depth);
+    }
+}
+
+static uint8_t *plane_write_lz(const uint16_t *z, const uint32_t *tok, size_t nt,
+                               unsigned depth, uint8_t *out, uint32_t gs)
+{
+    struct bw bw = {out, 0, 0};
+    unsigned prev = 0;
+    size_t pos = 0;
+    for (size_t t = 0; t < nt; t++) {
+        uint32_t run = tok[3 * t], count = tok[3 * t + 1], dist = tok[3 * t + 2];
+        bw_eg(&bw, run, L3_LZ_RUN_K);
+        for (uint32_t r = 0; r < run; r += gs) {
+            uint32_t g = run - r < gs ? run - r : gs, sum = 0;
+            const uint16_t *zg = z + pos + r;
+            for (uint32_t i = 0; i < g; i++)
+                sum += zg[i];
+            unsigned sym = sum ? fast_k(sum, g, depth) + 1 : 0;
+            bw_symbol(&bw, sym, prev);
+            prev = sym;
+            if (sym)
+                bw_rice_group(&bw, zg, g, sym - 1, depth);
+        }
+        pos += run;
+        if (count == 0)
+            break;
+        bw_eg(&bw, count - L3_LZ_MIN_COPY, L3_LZ_LEN_K);
+        unsigned nb = bitlen32(dist);
+        bw_put(&bw, nb, L3_LZ_DIST_BITS);
+        bw_put(&bw, dist & ((1u << (nb - 1)) - 1), nb - 1);
+        pos += count;
+    }
+    return bw_flush(&bw);
+}
+
+/* One LZ coding of a plane with predictor `kind`: residuals of src into z
+ * (src NULL: z already holds them), parse, and when the estimate is below
+ * `limit` bytes write the stream into out. Returns its length when it is
+ * below limit, else 0. */
+static size_t lz_try(struct lz_state *lz, const uint16_t *src, uint16_t *z, unsigned kind,
+                     uint32_t w, uint32_t h, unsigned depth, uint64_t limit,
+                     unsigned chain, uint8_t *out)
+{
+    if (src)
+        plane_residuals(src, w, h, depth, z, kind);
+    uint64_t saved;
+    size_t nt = lz_parse(lz, z, w, h, depth, chain, &saved);
+    uint64_t est = lz->cost[(size_t)w * h] - saved; /* 1/16 bits */
+    if (est >= limit * 128)
+        return 0;
+    size_t l = (size_t)(plane_write_lz(z, lz->tok, nt, depth, out, L3_GROUP) - out);
+    return l < limit ? l : 0;
+}
+
 /* ---- tiles ---- */
 
 struct enc {
@@ -293,8 +535,12 @@ struct enc {
     unsigned grad_bias;   /* take the gradient predictor unless MED is this
                              many 32nds smaller */
     unsigned short_bias;  /* groups of 8 only when this many 32nds smaller */
-    uint8_t *wbuf;        /* per worker MED stream buffer */
+    uint8_t *wbuf;        /* per worker: 3 stream buffers of wbuf_per bytes */
     size_t wbuf_per;
+    int lz;               /* try LZ planes */
+    unsigned lz_bias;     /* LZ only when this many 32nds smaller */
+    struct lz_state *lzs; /* per worker */
+    uint32_t *lzmem;
 };
 
 /* Candidate planes held in scratch: 0..3 channels, 4 = R-G, 5 = B-G, 6 = a
@@ -303,6 +549,7 @@ struct enc {
 
 struct plan {
     unsigned mode;
+    unsigned kind; /* predictor of the residuals (also for RAW) */
     uint64_t bytes;
 };
 
@@ -321,6 +568,7 @@ static struct plan plan_plane(const uint16_t *src, uint32_t w, uint32_t h,
     size_t i = 1;
     while (i < n && src[i] == v0)
         i++;
+    p.kind = pred;
     if (i == n) {
         p.mode = L3_PLANE_CONST;
         p.bytes = (depth + 7) / 8;
@@ -487,22 +735,89 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
     out[0] = (uint8_t)flags;
     uint8_t *p = out + L3_TILE_HEADER_BYTES(P);
     const uint64_t raw = ((uint64_t)n * depth + 7) / 8;
-    uint8_t *wb = e->wbuf + e->wbuf_per * worker;
+    uint8_t *wb = e->wbuf + 4 * e->wbuf_per * worker;
+    uint8_t *wr = wb + e->wbuf_per, *wl = wr + e->wbuf_per, *wl2 = wl + e->wbuf_per;
+    struct lz_state *lz = &e->lzs[worker];
+    /* LZ planes are tried in stages, so that tiles without repeats (photos)
+     * cost little: a cheap parse of the first rows of one plane (one
+     * candidate per position) must save 1/32 of its estimated bits, then a
+     * full LZ coding of that plane must be smaller than its plan; only then
+     * are the other planes tried. effort >= 2 tries every plane, with both
+     * the left predictor and the plane's own. */
+    int try_lz = 0;
+    unsigned lz_ref = P; /* plane whose LZ stream is already in wr */
+    size_t lz_ref_len = 0;
+    if (e->lz && n >= 64) {
+        if (e->exact) {
+            try_lz = 1;
+        } else {
+            unsigned cr = r;
+            for (unsigned c = 0; c < P && plans[use[cr]].mode == L3_PLANE_CONST; c++)
+                cr = c;
+            const unsigned u = use[cr];
+            if (plans[u].mode != L3_PLANE_CONST) {
+                uint32_t rows = h >= 16 ? h / 4 : h;
+                plane_residuals(pl[u], w, rows, depth, zz[6], L3_PLANE_LEFT);
+                uint64_t saved;
+                lz_parse(lz, zz[6], w, rows, depth, 1, &saved);
+                if (saved * 32 >= lz->cost[(size_t)w * rows]) {
+                    uint64_t limit = plans[u].mode == L3_PLANE_RAW ? raw : plans[u].bytes;
+                    limit = limit * (32 - e->lz_bias) / 32;
+                    lz_ref_len = lz_try(lz, pl[u], zz[6], L3_PLANE_LEFT, w, h, depth,
+                                        limit, LZ_CHAIN, wr);
+                    if (lz_ref_len) {
+                        try_lz = 1;
+                        lz_ref = cr;
+                    }
+                }
+            }
+        }
+    }
     for (unsigned c = 0; c < P; c++) {
         unsigned u = use[c];
         unsigned mode = plans[u].mode;
         uint8_t *start = p;
+        const uint8_t *coded = NULL; /* stream bytes of a predicted mode */
+        uint64_t len = mode == L3_PLANE_CONST ? plans[u].bytes : raw;
         if (mode >= L3_PLANE_MED) {
             /* the plan's size is an estimate: write, then keep the smaller */
             int sh = (mode & L3_PLANE_SHORT) != 0;
-            size_t len = (size_t)(plane_write_med(zz[u], syms[u] + (sh ? g16 : 0), w, h,
-                                                  depth, wb,
-                                                  sh ? L3_GROUP_SHORT : L3_GROUP) - wb);
-            if (len < raw) {
-                memcpy(p, wb, len);
-                p += len;
+            size_t l = (size_t)(plane_write_med(zz[u], syms[u] + (sh ? g16 : 0), w, h,
+                                                depth, wb,
+                                                sh ? L3_GROUP_SHORT : L3_GROUP) - wb);
+            if (l < raw) {
+                coded = wb;
+                len = l;
             } else {
                 mode = L3_PLANE_RAW;
+            }
+        }
+        if (try_lz && mode != L3_PLANE_CONST) {
+            uint64_t limit = len * (32 - e->lz_bias) / 32;
+            if (c == lz_ref) {
+                if (lz_ref_len < limit) {
+                    mode = L3_PLANE_LEFT | L3_PLANE_LZ;
+                    len = lz_ref_len;
+                    coded = wr;
+                }
+            } else {
+                size_t l = lz_try(lz, pl[u], zz[6], L3_PLANE_LEFT, w, h, depth, limit,
+                                  e->exact ? LZ_CHAIN_MAX : LZ_CHAIN, wl);
+                if (l) {
+                    mode = L3_PLANE_LEFT | L3_PLANE_LZ;
+                    len = l;
+                    coded = wl;
+                    limit = l;
+                }
+                if (e->exact && plans[u].kind != L3_PLANE_LEFT) {
+                    l = lz_try(lz, NULL, zz[u], plans[u].kind, w, h, depth, limit,
+                               LZ_CHAIN_MAX, wl2);
+                    if (l) {
+                        mode = plans[u].kind | L3_PLANE_LZ;
+                        len = l;
+                        coded = wl2;
+                    }
+                }
             }
         }
         if (mode == L3_PLANE_CONST) {
@@ -511,6 +826,9 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
                 *p++ = (uint8_t)(pl[u][0] >> 8);
         } else if (mode == L3_PLANE_RAW) {
             p = plane_write_raw(pl[u], n, depth, p);
+        } else {
+            memcpy(p, coded, (size_t)len);
+            p += len;
         }
         out[1 + 5 * c] = (uint8_t)mode;
         l3_wr_u32le(out + 2 + 5 * c, (uint32_t)(p - start));
@@ -533,6 +851,8 @@ void l3_enc_free(struct l3_enc *x)
         return;
     free(x->e.scratch);
     free(x->e.wbuf);
+    free(x->e.lzs);
+    free(x->e.lzmem);
     free(x->e.tile_bytes);
     free(x->buf);
     free(x);
@@ -590,7 +910,15 @@ int l3_enc_begin(const struct l3_info *info_in, const void *pixels, size_t strid
         return L3_ERR_LIMIT;
     /* worst MED stream: every code escaped, plus group symbols */
     size_t wbuf_per = (area * (L3_ESCAPE + info.bit_depth) + groups * 8) / 8 + 16;
-    mem += (uint64_t)wbuf_per * threads;
+    /* LZ streams: at most area/4 + 1 tokens (copies are >= 4 long), each a
+     * literal run length, a copy (length, distance) and one more group
+     * symbol than the literals alone: under 104 bits */
+    wbuf_per += (area / 4 + 2) * 13;
+    unsigned hash_bits = 10;
+    while (hash_bits < 16 && ((size_t)1 << hash_bits) < area)
+        hash_bits++;
+    size_t lz_per = ((size_t)1 << hash_bits) + area + (area + 1) + 3 * (area / 3 + 2);
+    mem += (uint64_t)wbuf_per * 4 * threads + (uint64_t)lz_per * 4 * threads;
     if (mem > max_memory || mem > SIZE_MAX)
         return L3_ERR_LIMIT;
 
@@ -613,11 +941,24 @@ int l3_enc_begin(const struct l3_info *info_in, const void *pixels, size_t strid
     e->grad_bias = e->exact ? 0 : 3;
     e->short_bias = e->exact ? 0 : 1;
     e->wbuf_per = wbuf_per;
+    e->lz = !(opts && opts->effort < 0);
+    e->lz_bias = 2;
     x->buf = malloc((size_t)(hsize + slot * tiles));
-    e->wbuf = malloc(e->wbuf_per * threads);
+    e->wbuf = malloc(e->wbuf_per * 4 * threads);
+    e->lzs = calloc(threads, sizeof *e->lzs);
+    e->lzmem = malloc(lz_per * 4 * threads);
+    if (e->lzs && e->lzmem)
+        for (unsigned i = 0; i < threads; i++) {
+            uint32_t *m = e->lzmem + lz_per * i;
+            e->lzs[i].hash_bits = hash_bits;
+            e->lzs[i].head = m;
+            e->lzs[i].chain = m + ((size_t)1 << hash_bits);
+            e->lzs[i].cost = e->lzs[i].chain + area;
+            e->lzs[i].tok = e->lzs[i].cost + area + 1;
+        }
     e->tile_bytes = malloc(8 * (size_t)tiles);
     e->scratch = malloc(scratch_per * 2 * threads);
-    if (!x->buf || !e->tile_bytes || !e->scratch || !e->wbuf) {
+    if (!x->buf || !e->tile_bytes || !e->scratch || !e->wbuf || !e->lzs || !e->lzmem) {
         l3_enc_free(x);
         return L3_ERR_NOMEM;
     }
@@ -664,6 +1005,10 @@ int l3_enc_finish(struct l3_enc *x, void **out_ret, size_t *size_ret)
     e->scratch = NULL;
     free(e->wbuf);
     e->wbuf = NULL;
+    free(e->lzs);
+    e->lzs = NULL;
+    free(e->lzmem);
+    e->lzmem = NULL;
     /* compact the tiles behind the header, fill the table */
     struct l3_layout lay;
     memset(&lay, 0, sizeof lay);

@@ -118,7 +118,9 @@ struct l3_encode_options {
     uint32_t tile_width;     /* 0 = default (L3_DEFAULT_TILE) */
     uint32_t tile_height;    /* 0 = default */
     unsigned threads;        /* 0 or 1: calling thread only; N: up to N threads */
-    int effort;              /* 0 = default; higher may try more coding modes */
+    int effort;              /* 0 = default; < 0: fastest, no LZ planes; >= 2:
+                                exhaustive (exact Rice parameters, every plane
+                                tried with LZ, slow) */
     struct l3_limits limits;
 };
 #define L3_DEFAULT_TILE 64

@@ -76,8 +76,17 @@
 #define L3_PLANE_MED 2u   /* MED prediction + grouped Rice codes */
 #define L3_PLANE_GRAD 3u  /* gradient a+b-c prediction + grouped Rice codes */
 #define L3_PLANE_LEFT2 4u /* sample two to the left + grouped Rice codes */
-#define L3_PLANE_SHORT 0x10u /* flag on modes 2-4: Rice groups of 8, not 16 */
+#define L3_PLANE_LEFT 5u  /* sample to the left (only with L3_PLANE_LZ) */
+#define L3_PLANE_SHORT 0x10u /* flag on modes 2-5: Rice groups of 8, not 16 */
+#define L3_PLANE_LZ 0x20u    /* flag on modes 2-5: literal runs + residual copies */
 #define L3_PLANE_KIND(m) ((m) & 0x0fu)
+
+/* LZ planes (L3_PLANE_LZ): Exp-Golomb orders and the shortest copy */
+#define L3_LZ_RUN_K 0u     /* literal run lengths */
+#define L3_LZ_LEN_K 4u     /* copy lengths minus L3_LZ_MIN_COPY */
+#define L3_LZ_MIN_COPY 3u
+#define L3_LZ_DIST_BITS 5u /* width of the copy distance's bit-length field */
+#define L3_LZ_EG_MAXQ 17u  /* longest Exp-Golomb prefix */
 
 #define L3_GROUP 16u      /* samples per Rice group (along a row) */
 #define L3_GROUP_SHORT 8u /* ... with L3_PLANE_SHORT */
@@ -235,6 +244,19 @@ L3_TILE_FN int l3_br_finish(const struct l3_br *br)
 
 /* ---- tile header ---- */
 
+/* Modes 0-1; 2-4 optionally with SHORT and/or LZ; 5 only with LZ. */
+L3_TILE_FN int l3_plane_mode_valid(uint32_t mode)
+{
+    uint32_t kind = L3_PLANE_KIND(mode), fl = mode & ~0x0fu;
+    if (fl & ~(L3_PLANE_SHORT | L3_PLANE_LZ))
+        return 0;
+    if (kind < L3_PLANE_MED)
+        return fl == 0;
+    if (kind == L3_PLANE_LEFT)
+        return (fl & L3_PLANE_LZ) != 0;
+    return kind <= L3_PLANE_LEFT;
+}
+
 L3_TILE_FN int l3_tile_parse(const uint8_t *tile, size_t size, unsigned planes,
                              struct l3_tile_header *th)
 {
@@ -253,9 +275,7 @@ L3_TILE_FN int l3_tile_parse(const uint8_t *tile, size_t size, unsigned planes,
         th->mode[p] = tile[1 + 5 * p];
         th->len[p] = l3_rd_u32le(tile + 2 + 5 * p);
         th->off[p] = (uint32_t)off;
-        uint32_t kind = L3_PLANE_KIND(th->mode[p]);
-        if (kind > L3_PLANE_LEFT2 || (th->mode[p] & ~(L3_PLANE_SHORT | 0x0fu)) ||
-            ((th->mode[p] & L3_PLANE_SHORT) && kind < L3_PLANE_MED))
+        if (!l3_plane_mode_valid(th->mode[p]))
             return L3_ERR_CORRUPT;
         off += th->len[p];
         if (off > size)
@@ -463,6 +483,113 @@ L3_TILE_FN int l3_plane_decode_left2(const uint8_t *s, size_t len, uint32_t w,
     return l3_br_finish(&br);
 }
 
+/* Prediction of sample i = (x, y) of a plane from its decoded neighbours, for
+ * the predictor kinds of section 5.2 (MED, GRAD, LEFT2, LEFT). */
+L3_TILE_FORCE uint32_t l3_pred_at(const uint16_t *dst, uint32_t w, size_t i, uint32_t x,
+                                  uint32_t y, unsigned kind, uint32_t mask)
+{
+    if (kind == L3_PLANE_LEFT2) {
+        if (x >= 2)
+            return dst[i - 2];
+        return y ? dst[i - x - w] : 0;
+    }
+    if (x == 0)
+        return y ? dst[i - w] : 0;
+    uint32_t a = dst[i - 1];
+    if (kind == L3_PLANE_LEFT || y == 0)
+        return a;
+    uint32_t b = dst[i - w], c = dst[i - w - 1];
+    return kind == L3_PLANE_GRAD ? (a + b - c) & mask : l3_med(a, b, c);
+}
+
+/* Exp-Golomb code of order k: q zero bits, a one bit, then q + k bits `low`;
+ * the value is (2^q - 1) * 2^k + low. q > L3_LZ_EG_MAXQ is invalid (sets
+ * *bad). Requires br->n >= 2 * L3_LZ_EG_MAXQ + 1 + k. */
+L3_TILE_FN uint32_t l3_read_eg(struct l3_br *br, unsigned k, uint32_t *bad)
+{
+    unsigned q = l3_ctz64(br->bits | (1ull << (L3_LZ_EG_MAXQ + 1)));
+    if (q > L3_LZ_EG_MAXQ) {
+        *bad = 1;
+        return 0;
+    }
+    l3_br_skip(br, q + 1);
+    return (((1u << q) - 1u) << k) + l3_br_take(br, q + k);
+}
+
+/* LZ plane: literal runs (Rice groups inside the run) alternate with copies
+ * of earlier residuals of the same plane (FORMAT.md section 6.7). */
+L3_TILE_FORCE int l3_plane_decode_lz(const uint8_t *s, size_t len, uint32_t w,
+                                     uint32_t h, unsigned depth, uint16_t *dst,
+                                     const unsigned kind, const uint32_t gs)
+{
+    struct l3_br br;
+    l3_br_init(&br, s, len);
+    const uint32_t mask = (1u << depth) - 1;
+    const uint32_t maxsym = depth + 1;
+    const size_t n = (size_t)w * h;
+    size_t pos = 0;
+    uint32_t x = 0, y = 0, sym = 0, bad = 0, ebad = 0;
+    for (;;) {
+        l3_br_refill(&br);
+        uint32_t run = l3_read_eg(&br, L3_LZ_RUN_K, &ebad);
+        if (ebad || run > n - pos)
+            return L3_ERR_CORRUPT;
+        const size_t end = pos + run;
+        while (pos < end) {
+            uint32_t g = end - pos < gs ? (uint32_t)(end - pos) : gs;
+            l3_br_refill(&br);
+            sym = l3_read_symbol(&br, sym);
+            if (sym > maxsym)
+                return L3_ERR_CORRUPT;
+            for (uint32_t i = 0; i < g; i++) {
+                uint32_t v = 0;
+                if (sym) {
+                    l3_br_refill(&br);
+                    v = l3_read_rice(&br, sym - 1, depth);
+                    bad |= v;
+                }
+                dst[pos] = (uint16_t)((l3_pred_at(dst, w, pos, x, y, kind, mask) +
+                                       l3_unzigzag(v)) & mask);
+                pos++;
+                if (++x == w) {
+                    x = 0;
+                    y++;
+                }
+            }
+        }
+        if (pos == n)
+            break;
+        l3_br_refill(&br);
+        uint32_t count = l3_read_eg(&br, L3_LZ_LEN_K, &ebad) + L3_LZ_MIN_COPY;
+        l3_br_refill(&br);
+        uint32_t nb = l3_br_take(&br, L3_LZ_DIST_BITS);
+        if (ebad || nb == 0 || nb > 17)
+            return L3_ERR_CORRUPT;
+        uint32_t dist = (1u << (nb - 1)) | l3_br_take(&br, nb - 1);
+        if (dist > pos || count > n - pos)
+            return L3_ERR_CORRUPT;
+        size_t j = pos - dist;
+        uint32_t ys = (uint32_t)(j / w), xs = (uint32_t)(j - (size_t)ys * w);
+        for (uint32_t i = 0; i < count; i++) {
+            uint32_t r = dst[j] - l3_pred_at(dst, w, j, xs, ys, kind, mask);
+            dst[pos] = (uint16_t)((l3_pred_at(dst, w, pos, x, y, kind, mask) + r) & mask);
+            j++;
+            if (++xs == w) {
+                xs = 0;
+                ys++;
+            }
+            pos++;
+            if (++x == w) {
+                x = 0;
+                y++;
+            }
+        }
+    }
+    if (bad >> depth)
+        return L3_ERR_CORRUPT;
+    return l3_br_finish(&br);
+}
+
 L3_TILE_FN int l3_plane_decode_raw(const uint8_t *s, size_t len, uint32_t w,
                                    uint32_t h, unsigned depth, uint16_t *dst)
 {
@@ -528,7 +655,22 @@ L3_TILE_FN int l3_tile_plane_decode(const uint8_t *s, size_t len, unsigned mode,
         return l3_plane_decode_left2(s, len, w, h, depth, dst, L3_GROUP);
     case L3_PLANE_LEFT2 | L3_PLANE_SHORT:
         return l3_plane_decode_left2(s, len, w, h, depth, dst, L3_GROUP_SHORT);
-    default: return L3_ERR_CORRUPT;
+    default:
+        if ((mode & L3_PLANE_LZ) && l3_plane_mode_valid(mode)) {
+            /* one specialised loop per predictor */
+            const uint32_t gs = (mode & L3_PLANE_SHORT) ? L3_GROUP_SHORT : L3_GROUP;
+            switch (L3_PLANE_KIND(mode)) {
+            case L3_PLANE_MED:
+                return l3_plane_decode_lz(s, len, w, h, depth, dst, L3_PLANE_MED, gs);
+            case L3_PLANE_GRAD:
+                return l3_plane_decode_lz(s, len, w, h, depth, dst, L3_PLANE_GRAD, gs);
+            case L3_PLANE_LEFT2:
+                return l3_plane_decode_lz(s, len, w, h, depth, dst, L3_PLANE_LEFT2, gs);
+            default:
+                return l3_plane_decode_lz(s, len, w, h, depth, dst, L3_PLANE_LEFT, gs);
+            }
+        }
+        return L3_ERR_CORRUPT;
     }
 }
 
