@@ -475,6 +475,8 @@ static uint8_t *plane_write_lz(const uint16_t *z, const uint32_t *tok, size_t nt
     size_t pos = 0;
     for (size_t t = 0; t < nt; t++) {
         uint32_t run = tok[3 * t], count = tok[3 * t + 1], dist = tok[3 * t + 2];
+        if (count == 0 && run == 0 && t > 0)
+            break; /* the plane ended with a copy */
         bw_eg(&bw, run, L3_LZ_RUN_K);
         for (uint32_t r = 0; r < run; r += gs) {
             uint32_t g = run - r < gs ? run - r : gs, sum = 0;

@@ -584,6 +584,8 @@ L3_TILE_FORCE int l3_plane_decode_lz(const uint8_t *s, size_t len, uint32_t w,
                 y++;
             }
         }
+        if (pos == n)
+            break;
     }
     if (bad >> depth)
         return L3_ERR_CORRUPT;
