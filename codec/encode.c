@@ -63,6 +63,27 @@ static void plane_residuals_left2(const uint16_t *src, uint32_t w, uint32_t h,
     }
 }
 
+/* Residuals of row y > 0 (up = the row above) for MED, GRAD or LEFT. */
+static inline void row_residuals(const uint16_t *row, const uint16_t *up, uint32_t w,
+                                 unsigned depth, uint16_t *zr, unsigned pred)
+{
+    const int grad = pred == L3_PLANE_GRAD;
+    const uint32_t mask = (1u << depth) - 1, half = 1u << (depth - 1);
+    zr[0] = zigzag((uint32_t)(row[0] - up[0]) & mask, mask, half);
+    if (pred == L3_PLANE_LEFT) {
+        for (uint32_t x = 1; x < w; x++)
+            zr[x] = zigzag((uint32_t)(row[x] - row[x - 1]) & mask, mask, half);
+        return;
+    }
+    for (uint32_t x = 1; x < w; x++) {
+        int32_t a = row[x - 1], b = up[x], c = up[x - 1];
+        int32_t mx = a > b ? a : b, mn = a > b ? b : a;
+        int32_t pr = grad ? a + b - c : c >= mx ? mn : (c <= mn ? mx : a + b - c);
+        uint32_t e = (uint32_t)(row[x] - pr) & mask;
+        zr[x] = zigzag(e, mask, half);
+    }
+}
+
 static void plane_residuals(const uint16_t *src, uint32_t w, uint32_t h, unsigned depth,
                             uint16_t *z, unsigned pred)
 {
@@ -70,28 +91,13 @@ static void plane_residuals(const uint16_t *src, uint32_t w, uint32_t h, unsigne
         plane_residuals_left2(src, w, h, depth, z);
         return;
     }
-    const int grad = pred == L3_PLANE_GRAD;
     const uint32_t mask = (1u << depth) - 1, half = 1u << (depth - 1);
     z[0] = zigzag(src[0], mask, half);
     for (uint32_t x = 1; x < w; x++)
         z[x] = zigzag((uint32_t)(src[x] - src[x - 1]) & mask, mask, half);
-    for (uint32_t y = 1; y < h; y++) {
-        const uint16_t *row = src + (size_t)y * w, *up = row - w;
-        uint16_t *zr = z + (size_t)y * w;
-        zr[0] = zigzag((uint32_t)(row[0] - up[0]) & mask, mask, half);
-        if (pred == L3_PLANE_LEFT) {
-            for (uint32_t x = 1; x < w; x++)
-                zr[x] = zigzag((uint32_t)(row[x] - row[x - 1]) & mask, mask, half);
-            continue;
-        }
-        for (uint32_t x = 1; x < w; x++) {
-            int32_t a = row[x - 1], b = up[x], c = up[x - 1];
-            int32_t mx = a > b ? a : b, mn = a > b ? b : a;
-            int32_t pr = grad ? a + b - c : c >= mx ? mn : (c <= mn ? mx : a + b - c);
-            uint32_t e = (uint32_t)(row[x] - pr) & mask;
-            zr[x] = zigzag(e, mask, half);
-        }
-    }
+    for (uint32_t y = 1; y < h; y++)
+        row_residuals(src + (size_t)y * w, src + (size_t)(y - 1) * w, w, depth,
+                      z + (size_t)y * w, pred);
 }
 
 static inline unsigned sym_cost(unsigned s, unsigned prev)
@@ -169,10 +175,11 @@ static uint64_t plane_plan(const uint16_t *z, uint32_t w, uint32_t h, unsigned d
 /* Fast rule: the smallest k with n * 2^(k+1) >= sum. */
 static inline unsigned fast_k(uint32_t s, uint32_t n, unsigned depth)
 {
-    unsigned k = 0;
-    while (k < depth && (n << (k + 1)) < s)
-        k++;
-    return k;
+    /* n * 2^(k+1) >= s  <=>  2^(k+1) >= m = ceil(s / n); groups are almost
+     * always 16 or 8 long, so the division is a shift */
+    uint32_t m = (n & (n - 1)) ? (s + n - 1) / n : (s + n - 1) >> __builtin_ctz(n);
+    unsigned k = m > 2 ? 31u - (unsigned)__builtin_clz(m - 1) : 0;
+    return k < depth ? k : depth;
 }
 
 static inline uint32_t fast_cost(uint32_t s, uint32_t n, unsigned depth, unsigned prev,
@@ -222,6 +229,27 @@ static void plane_plan_both(const uint16_t *z, uint32_t w, uint32_t h, unsigned 
     }
     *bits16 = b16;
     *bits8 = b8;
+}
+
+/* Estimated bits of a MED or GRAD plane from every 4th row (rows 1, 5, 9,
+ * ...; groups of 16, fast rule): enough to compare predictors or colour
+ * transforms of one tile at a quarter of the cost of planning them. */
+static uint64_t plane_estimate(const uint16_t *src, uint32_t w, uint32_t h, unsigned depth,
+                               unsigned pred, uint16_t *zrow)
+{
+    uint64_t bits = 0;
+    unsigned prev = 0, sym;
+    for (uint32_t y = 1; y < h; y += 4) {
+        row_residuals(src + (size_t)y * w, src + (size_t)(y - 1) * w, w, depth, zrow, pred);
+        for (uint32_t x0 = 0; x0 < w; x0 += L3_GROUP) {
+            uint32_t g = w - x0 < L3_GROUP ? w - x0 : L3_GROUP, sum = 0;
+            for (uint32_t i = 0; i < g; i++)
+                sum += zrow[x0 + i];
+            bits += fast_cost(sum, g, depth, prev, &sym);
+            prev = sym;
+        }
+    }
+    return bits;
 }
 
 static uint8_t *plane_write_med(const uint16_t *z, const uint8_t *syms, uint32_t w,
@@ -680,8 +708,20 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
      * and is taken unless MED saves more than grad_bias/32 */
     const unsigned r = P >= 3 ? 1 : 0;
     unsigned pred = L3_PLANE_MED;
-    plans[r] = plan_plane(pl[r], w, h, depth, zz[r], syms[r], e->exact, L3_PLANE_MED, g16, e->short_bias);
-    if (L3_PLANE_KIND(plans[r].mode) == L3_PLANE_MED) {
+    /* default effort: MED vs GRAD, and the colour transform below, are
+     * decided on every 4th row (plane_estimate); only the winners are
+     * planned in full */
+    const int sampled = !e->exact && h >= 8;
+    if (sampled) {
+        uint64_t em = plane_estimate(pl[r], w, h, depth, L3_PLANE_MED, zz[6]);
+        uint64_t eg = plane_estimate(pl[r], w, h, depth, L3_PLANE_GRAD, zz[6]);
+        if (eg * 32 <= em * (32 + e->grad_bias))
+            pred = L3_PLANE_GRAD;
+        plans[r] = plan_plane(pl[r], w, h, depth, zz[r], syms[r], 0, pred, g16, e->short_bias);
+    } else {
+        plans[r] = plan_plane(pl[r], w, h, depth, zz[r], syms[r], e->exact, L3_PLANE_MED, g16, e->short_bias);
+    }
+    if (!sampled && L3_PLANE_KIND(plans[r].mode) == L3_PLANE_MED) {
         struct plan g = plan_plane(pl[r], w, h, depth, zz[6], syms[6], e->exact,
                                    L3_PLANE_GRAD, g16, e->short_bias);
         if (L3_PLANE_KIND(g.mode) == L3_PLANE_GRAD && g.bytes * 32 <= plans[r].bytes * (32 + e->grad_bias)) {
@@ -714,24 +754,40 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
                 take_spare(plans, zz, syms, c, m);                                   \
         }                                                                               \
     } while (0)
-    for (unsigned c = 0; c < P; c++)
-        if (c != r)
-            PLAN_OTHER(c);
     if (P >= 3) {
         const uint32_t mask = (1u << depth) - 1;
         for (size_t i = 0; i < n; i++) {
             pl[4][i] = (uint16_t)((pl[0][i] - pl[1][i]) & mask);
             pl[5][i] = (uint16_t)((pl[2][i] - pl[1][i]) & mask);
         }
-        PLAN_OTHER(4);
-        PLAN_OTHER(5);
-#undef PLAN_OTHER
-        if (plans[4].bytes + plans[5].bytes < plans[0].bytes + plans[2].bytes) {
-            flags = L3_TILE_XFORM_G;
-            use[0] = 4;
-            use[2] = 5;
+        if (sampled && pred != L3_PLANE_LEFT2) {
+            uint64_t plain = plane_estimate(pl[0], w, h, depth, pred, zz[6]) +
+                             plane_estimate(pl[2], w, h, depth, pred, zz[6]);
+            uint64_t diff = plane_estimate(pl[4], w, h, depth, pred, zz[6]) +
+                            plane_estimate(pl[5], w, h, depth, pred, zz[6]);
+            if (diff < plain) {
+                flags = L3_TILE_XFORM_G;
+                use[0] = 4;
+                use[2] = 5;
+            }
+            PLAN_OTHER(use[0]);
+            PLAN_OTHER(use[2]);
+        } else {
+            PLAN_OTHER(0);
+            PLAN_OTHER(2);
+            PLAN_OTHER(4);
+            PLAN_OTHER(5);
+            if (plans[4].bytes + plans[5].bytes < plans[0].bytes + plans[2].bytes) {
+                flags = L3_TILE_XFORM_G;
+                use[0] = 4;
+                use[2] = 5;
+            }
         }
     }
+    for (unsigned c = 0; c < P; c++)
+        if (c != r && !(P >= 3 && (c == 0 || c == 2)))
+            PLAN_OTHER(c);
+#undef PLAN_OTHER
 
     uint8_t *out = e->slots + e->slot_size * t;
     out[0] = (uint8_t)flags;
