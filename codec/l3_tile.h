@@ -27,8 +27,11 @@
  *        planes of one tile are independent. Returns L3_OK or L3_ERR_CORRUPT.
  *        Modes (th.mode[p]): L3_PLANE_CONST, L3_PLANE_RAW, and the predicted
  *        L3_PLANE_MED / _GRAD / _LEFT2, each optionally | L3_PLANE_SHORT (Rice
- *        groups of 8). The work per plane varies with the mode: MED has a
- *        serial chain per sample, GRAD/LEFT2 are cheaper, CONST/RAW trivial.
+ *        groups of 8) and | L3_PLANE_LZ (literal runs and copies of earlier
+ *        residuals; L3_PLANE_LEFT exists only with it). The work per plane
+ *        varies with the mode: MED has a serial chain per sample, GRAD/LEFT2
+ *        are cheaper, LZ copies cost two predictions per sample, CONST/RAW
+ *        are trivial.
  *        (l3_tile_decode() does steps 1-2 for all planes into buf[p*w*h + ...].)
  * 3. Inverse colour transform + store: planes are in channel order (R, G, B,
  *    A / gray, alpha / index). When th.flags & L3_TILE_XFORM_G, planes 0 and 2
@@ -486,8 +489,9 @@ L3_TILE_FN int l3_plane_decode_left2(const uint8_t *s, size_t len, uint32_t w,
 /* Prediction of sample i = (x, y) of a plane from its decoded neighbours, for
  * the predictor kinds of section 5.2 (MED, GRAD, LEFT2, LEFT). */
 L3_TILE_FORCE uint32_t l3_pred_at(const uint16_t *dst, uint32_t w, size_t i, uint32_t x,
-                                  uint32_t y, unsigned kind, uint32_t mask)
+                                  uint32_t y, unsigned kind, uint32_t mask, uint32_t a)
 {
+    /* a: the sample at i - 1 when x > 0 (the caller keeps it in a register) */
     if (kind == L3_PLANE_LEFT2) {
         if (x >= 2)
             return dst[i - 2];
@@ -495,7 +499,6 @@ L3_TILE_FORCE uint32_t l3_pred_at(const uint16_t *dst, uint32_t w, size_t i, uin
     }
     if (x == 0)
         return y ? dst[i - w] : 0;
-    uint32_t a = dst[i - 1];
     if (kind == L3_PLANE_LEFT || y == 0)
         return a;
     uint32_t b = dst[i - w], c = dst[i - w - 1];
@@ -529,6 +532,7 @@ L3_TILE_FORCE int l3_plane_decode_lz(const uint8_t *s, size_t len, uint32_t w,
     const size_t n = (size_t)w * h;
     size_t pos = 0;
     uint32_t x = 0, y = 0, sym = 0, bad = 0, ebad = 0;
+    uint32_t last = 0; /* the sample at pos - 1 */
     for (;;) {
         l3_br_refill(&br);
         uint32_t run = l3_read_eg(&br, L3_LZ_RUN_K, &ebad);
@@ -548,8 +552,9 @@ L3_TILE_FORCE int l3_plane_decode_lz(const uint8_t *s, size_t len, uint32_t w,
                     v = l3_read_rice(&br, sym - 1, depth);
                     bad |= v;
                 }
-                dst[pos] = (uint16_t)((l3_pred_at(dst, w, pos, x, y, kind, mask) +
-                                       l3_unzigzag(v)) & mask);
+                last = (l3_pred_at(dst, w, pos, x, y, kind, mask, last) + l3_unzigzag(v)) &
+                       mask;
+                dst[pos] = (uint16_t)last;
                 pos++;
                 if (++x == w) {
                     x = 0;
@@ -571,8 +576,9 @@ L3_TILE_FORCE int l3_plane_decode_lz(const uint8_t *s, size_t len, uint32_t w,
         size_t j = pos - dist;
         uint32_t ys = (uint32_t)(j / w), xs = (uint32_t)(j - (size_t)ys * w);
         for (uint32_t i = 0; i < count; i++) {
-            uint32_t r = dst[j] - l3_pred_at(dst, w, j, xs, ys, kind, mask);
-            dst[pos] = (uint16_t)((l3_pred_at(dst, w, pos, x, y, kind, mask) + r) & mask);
+            uint32_t r = dst[j] - l3_pred_at(dst, w, j, xs, ys, kind, mask, xs ? dst[j - 1] : 0);
+            last = (l3_pred_at(dst, w, pos, x, y, kind, mask, last) + r) & mask;
+            dst[pos] = (uint16_t)last;
             j++;
             if (++xs == w) {
                 xs = 0;
