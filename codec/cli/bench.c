@@ -149,7 +149,8 @@ static const char *base_name(const char *p)
 
 /* Measures one file. Returns 0, or 1 after reporting an error. */
 static int bench_one(const struct bench_file *f, unsigned threads, unsigned reps,
-                     uint32_t tile, int csv, int cpu_mode, struct bench_totals *tot)
+                     uint32_t tile, int effort, int csv, int cpu_mode,
+                     struct bench_totals *tot)
 {
     struct l3_info info;
     void *px = NULL;
@@ -163,6 +164,7 @@ static int bench_one(const struct bench_file *f, unsigned threads, unsigned reps
     memset(&eo1, 0, sizeof eo1);
     eo1.threads = 1;
     eo1.tile_width = eo1.tile_height = tile;
+    eo1.effort = effort;
     eon = eo1;
     eon.threads = threads;
     void *l3 = NULL;
@@ -268,6 +270,7 @@ int cli_bench(int argc, char **argv)
     unsigned threads = cli_default_threads();
     unsigned reps = 3;
     uint32_t tile = 0;
+    int effort = 0;
     int csv = 0, cpu_mode = 0;
     struct bench_file *files = NULL;
     size_t n = 0, cap = 0;
@@ -294,6 +297,11 @@ int cli_bench(int argc, char **argv)
                 rc = 2;
             }
             tile = (uint32_t)t;
+        } else if (strcmp(argv[i], "--effort") == 0 && i + 1 < argc) {
+            if (cli_parse_effort(argv[++i], &effort)) {
+                cli_error(NULL, "bench: bad --effort value '%s' (see 'l3 --help')", argv[i]);
+                rc = 2;
+            }
         } else if (strcmp(argv[i], "--csv") == 0) {
             csv = 1;
         } else if (strcmp(argv[i], "--cpu-time") == 0) {
@@ -346,7 +354,7 @@ int cli_bench(int argc, char **argv)
         fflush(stdout);
     }
     for (size_t i = 0; i < n && rc == 0; i++) {
-        rc = bench_one(&files[i], threads, reps, tile, csv, cpu_mode, &tot);
+        rc = bench_one(&files[i], threads, reps, tile, effort, csv, cpu_mode, &tot);
         fflush(stdout);
     }
     if (rc == 0 && !csv) {

@@ -23,6 +23,8 @@ int cli_write_all(int fd, const void *data, size_t size);
 
 /* Parses a positive integer option value; returns -1 when invalid. */
 long cli_parse_count(const char *s, long max);
+/* Encoder effort -1..2; 0 on success, -1 on a bad value. */
+int cli_parse_effort(const char *s, int *effort_ret);
 
 /* Default thread count: online CPUs (at least 1, at most 256). */
 unsigned cli_default_threads(void);

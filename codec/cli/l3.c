@@ -1,10 +1,10 @@
 /* l3 — command-line tool for the L3 lossless image format.
  *
- *   l3 encode IN.png OUT.l3 [--tile N] [-j N]
+ *   l3 encode IN.png OUT.l3 [--tile N] [--effort E] [-j N]
  *   l3 decode IN.l3 OUT.png|OUT.pam|- [-j N]
  *   l3 info FILE.l3
  *   l3 verify FILE.l3 [--against SRC.png]
- *   l3 bench [-j N] [-r N] [--tile N] [--cpu-time] [--csv] FILES...|DIR
+ *   l3 bench [-j N] [-r N] [--tile N] [--effort E] [--cpu-time] [--csv] FILES...|DIR
  *
  * Errors: one line on stderr naming the file and the reason, exit status 1
  * (2 for a usage error). Output files are written through a temporary file
@@ -20,13 +20,15 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "l3_tile.h"
 
 static const char usage_text[] =
     "usage: l3 COMMAND [ARGS]\n"
     "\n"
-    "  l3 encode IN.png OUT.l3 [--tile N] [-j N]\n"
+    "  l3 encode IN.png OUT.l3 [--tile N] [--effort E] [-j N]\n"
     "        PNG (any colour type, bit depth, interlacing) to L3, losslessly.\n"
-    "        --tile N: N x N tiles (default 64); -j N: encoder threads.\n"
+    "        --tile N: N x N tiles (default 64); --effort E: -1 fastest (no LZ\n"
+    "        planes), 0 default, 2 smallest and slowest; -j N: encoder threads.\n"
     "  l3 decode IN.l3 OUT.png|OUT.pam|- [-j N]\n"
     "        L3 to PNG (the source's colour type and bit depth) or to PAM\n"
     "        (netpbm P7; palette images expanded to RGB/RGB_ALPHA); '-' writes\n"
@@ -36,7 +38,7 @@ static const char usage_text[] =
     "  l3 verify FILE.l3 [--against SRC.png]\n"
     "        Checks header and payload checksums and decodes every tile; with\n"
     "        --against, also compares every sample with libpng's decode of SRC.\n"
-    "  l3 bench [-j N] [-r N] [--tile N] [--cpu-time] [--csv] FILES...|DIR\n"
+    "  l3 bench [-j N] [-r N] [--tile N] [--effort E] [--cpu-time] [--csv] FILES...|DIR\n"
     "        PNG files (or every *.png in DIR) read into memory first, then\n"
     "        measured side by side: L3 size vs PNG, L3 encode from pixels, L3\n"
     "        decode with 1 and N threads, and libpng decode (MB/s of decoded\n"
@@ -108,6 +110,9 @@ static int cmd_encode(int argc, char **argv)
             if (t < 0)
                 return usage_error("encode: bad --tile value '%s'", argv[i]);
             eo.tile_width = eo.tile_height = (uint32_t)t;
+        } else if (strcmp(argv[i], "--effort") == 0 && i + 1 < argc) {
+            if (cli_parse_effort(argv[++i], &eo.effort))
+                return usage_error("encode: bad --effort value '%s'", argv[i]);
         } else if (strcmp(argv[i], "-j") == 0 && i + 1 < argc) {
             long j = cli_parse_count(argv[++i], 1024);
             if (j < 0)
@@ -306,6 +311,35 @@ static uint64_t rd_u64le(const unsigned char *p)
     return v;
 }
 
+/* How the planes are coded: count and share of payload bytes per mode byte. */
+static void print_plane_modes(const struct l3_layout *lay, const unsigned char *d)
+{
+    static const char *const kinds[] = {"CONST", "RAW", "MED", "GRAD", "LEFT2", "LEFT"};
+    uint64_t count[64] = {0}, bytes[64] = {0}, prev = 0;
+    const unsigned char *payload = d + lay->header_size;
+    for (uint32_t t = 0; t < lay->tile_count; t++) {
+        uint64_t end = rd_u64le(d + lay->table_offset + 8 * (size_t)t);
+        struct l3_tile_header th;
+        if (l3_tile_parse(payload + prev, (size_t)(end - prev), lay->planes, &th) == L3_OK)
+            for (unsigned p = 0; p < lay->planes; p++) {
+                count[th.mode[p] & 63]++;
+                bytes[th.mode[p] & 63] += th.len[p];
+            }
+        prev = end;
+    }
+    printf("  plane modes     (planes, %% of payload bytes)");
+    const char *sep = " ";
+    for (unsigned m = 0; m < 64; m++) {
+        if (!count[m] || (m & 15) > 5)
+            continue;
+        printf("%s%s%s%s %llu (%.1f%%)", sep, kinds[m & 15], (m & L3_PLANE_LZ) ? "+LZ" : "",
+               (m & L3_PLANE_SHORT) ? "/8" : "", (unsigned long long)count[m],
+               lay->payload_size ? 100.0 * (double)bytes[m] / (double)lay->payload_size : 0.0);
+        sep = ", ";
+    }
+    printf("\n");
+}
+
 static void print_info(const char *path, const struct l3_info *i, const struct l3_layout *lay,
                        const unsigned char *d, size_t file_size)
 {
@@ -359,6 +393,7 @@ static void print_info(const char *path, const struct l3_info *i, const struct l
             free(sizes);
         }
         printf("\n");
+        print_plane_modes(lay, d);
     }
 }
 

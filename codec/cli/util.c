@@ -168,6 +168,19 @@ long cli_parse_count(const char *s, long max)
     return v;
 }
 
+int cli_parse_effort(const char *s, int *effort_ret)
+{
+    if (s == NULL || *s == '\0')
+        return -1;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end != '\0' || v < -1 || v > 2)
+        return -1;
+    *effort_ret = (int)v;
+    return 0;
+}
+
 unsigned cli_default_threads(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
