@@ -401,7 +401,9 @@ static size_t lz_parse(struct lz_state *lz, const uint16_t *z, uint32_t w, uint3
             }
         }
     }
-    const unsigned hb = lz->hash_bits;
+    unsigned hb = 8; /* table size follows the plane (small tiles, probes) */
+    while (hb < lz->hash_bits && ((size_t)1 << hb) < n)
+        hb++;
     memset(lz->head, 0, sizeof(uint32_t) << hb);
     uint32_t *head = lz->head, *chain = lz->chain, *tok = lz->tok;
     size_t nt = 0, pos = 0, run0 = 0;
