@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "l3_tile.h"
 
 uint64_t th_rand(uint64_t *s)
 {
@@ -134,4 +135,31 @@ int th_roundtrip(const struct l3_info *info, const void *px,
     if (out_size_ret)
         *out_size_ret = n;
     return 0;
+}
+
+int th_plane_modes(const void *l3, size_t n, unsigned counts[256])
+{
+    struct l3_layout lay;
+    if (l3_read_layout(l3, n, NULL, &lay, NULL) != L3_OK)
+        return -1;
+    const uint8_t *d = l3;
+    for (uint32_t t = 0; t < lay.tile_count; t++) {
+        uint64_t b, e;
+        l3_tile_span(d + lay.table_offset, t, &b, &e);
+        struct l3_tile_header th;
+        if (l3_tile_parse(d + lay.header_size + b, (size_t)(e - b), lay.planes, &th) != L3_OK)
+            return -1;
+        for (unsigned p = 0; p < lay.planes; p++)
+            counts[th.mode[p] & 0xffu]++;
+    }
+    return 0;
+}
+
+unsigned th_lz_planes(const unsigned counts[256], unsigned kind)
+{
+    unsigned s = 0;
+    for (unsigned m = 0; m < 256; m++)
+        if ((m & L3_PLANE_LZ) && (!kind || L3_PLANE_KIND(m) == kind))
+            s += counts[m];
+    return s;
 }

@@ -26,4 +26,12 @@ int th_roundtrip(const struct l3_info *info, const void *px,
                  const struct l3_encode_options *eo, unsigned threads, char *msg,
                  size_t msglen, void **out_ret, size_t *out_size_ret);
 
+/* Tallies the plane mode bytes of every tile of an encoded file into
+ * counts[256] (not cleared first); returns 0, or -1 when the file or a tile
+ * header does not parse. */
+int th_plane_modes(const void *l3, size_t n, unsigned counts[256]);
+/* Planes with the L3_PLANE_LZ flag in counts[]; with kind != 0 only those of
+ * that predictor kind. */
+unsigned th_lz_planes(const unsigned counts[256], unsigned kind);
+
 #endif
