@@ -7,8 +7,12 @@
  *    48x32 pixels, same colour type, depth and palette, written as PNG and
  *    as L3 (default tiles and 16x16 tiles); files of at most 4 KiB (PngSuite)
  *    are also copied byte for byte, interlacing and ancillary chunks kept;
- *  - generated images of every colour model and bit depth (PNG and L3).
- * Prints the number of seeds written.
+ *  - generated images of every colour model and bit depth (PNG and L3);
+ *  - L3 files with LZ planes (effort 2): repeated textures for every colour
+ *    model (16-bit and sub-byte depths included), and gray images on which
+ *    the MED, GRAD and LEFT2 predictors win inside LZ planes.
+ * Prints the number of seeds written and how many L3 seeds hold LZ planes
+ * (and of which predictor kinds).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -19,9 +23,33 @@
 #include <sys/stat.h>
 
 #include "l3.h"
+#include "l3_tile.h"
 
 static const char *l3_dir, *png_dir;
-static unsigned seeds;
+static unsigned seeds, lz_seeds, lz_kinds;
+
+/* Notes whether an L3 seed has LZ planes (and of which predictor kinds). */
+static void note_lz(const void *d, size_t n)
+{
+    struct l3_layout lay;
+    if (l3_read_layout(d, n, NULL, &lay, NULL) != L3_OK)
+        return;
+    const uint8_t *b = d;
+    int any = 0;
+    for (uint32_t t = 0; t < lay.tile_count; t++) {
+        uint64_t s, e;
+        l3_tile_span(b + lay.table_offset, t, &s, &e);
+        struct l3_tile_header th;
+        if (l3_tile_parse(b + lay.header_size + s, (size_t)(e - s), lay.planes, &th) != L3_OK)
+            return;
+        for (unsigned p = 0; p < lay.planes; p++)
+            if (th.mode[p] & L3_PLANE_LZ) {
+                any = 1;
+                lz_kinds |= 1u << L3_PLANE_KIND(th.mode[p]);
+            }
+    }
+    lz_seeds += any;
+}
 
 static void put(const char *dir, const char *name, const void *d, size_t n)
 {
@@ -34,6 +62,25 @@ static void put(const char *dir, const char *name, const void *d, size_t n)
     }
     fclose(f);
     seeds++;
+}
+
+/* Writes the L3 encoding of an image with the given effort and tile size. */
+static void emit_l3(const char *tag, const struct l3_info *info, const void *px, size_t stride,
+                    int effort, uint32_t tile)
+{
+    struct l3_encode_options eo;
+    memset(&eo, 0, sizeof eo);
+    eo.tile_width = eo.tile_height = tile;
+    eo.effort = effort;
+    void *out = NULL;
+    size_t n = 0;
+    if (l3_encode(info, px, stride, &eo, &out, &n) == L3_OK) {
+        char name[512];
+        snprintf(name, sizeof name, "%s.e%d.t%u.l3", tag, effort, tile);
+        put(l3_dir, name, out, n);
+        note_lz(out, n);
+        l3_free(out);
+    }
 }
 
 static void emit(const char *tag, const struct l3_info *info, const void *px, size_t stride)
@@ -53,6 +100,7 @@ static void emit(const char *tag, const struct l3_info *info, const void *px, si
         if (l3_encode(info, px, stride, &eo, &out, &n) == L3_OK) {
             snprintf(name, sizeof name, "%s.t%d.l3", tag, t ? 16 : 0);
             put(l3_dir, name, out, n);
+            note_lz(out, n);
             l3_free(out);
         }
     }
@@ -180,6 +228,108 @@ static void generated(void)
     }
 }
 
+/* Content for LZ planes: an 8x8 random texture repeated, with one 8x8 block
+ * in 16 of noise; and three gray images where the LZ coding wins with the
+ * MED, GRAD and LEFT2 predictors (interleaved ramps with the bottom half
+ * repeating the top; a small texture on curved ramps; a period-2 pattern
+ * whose amplitude changes per row on a curved ramp). */
+static uint32_t mix(uint64_t *s) /* splitmix64, as in the codec tests */
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (uint32_t)(z ^ (z >> 31));
+}
+
+static void lz_generated(void)
+{
+    static const struct {
+        uint8_t color, channels, depth;
+    } f[] = {{0, 1, 1}, {0, 1, 2}, {0, 1, 8}, {0, 1, 16}, {1, 2, 8}, {1, 2, 16},
+             {2, 3, 8}, {2, 3, 16}, {3, 4, 8}, {3, 4, 16}, {4, 1, 2}, {4, 1, 8}};
+    for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) {
+        struct l3_info info;
+        memset(&info, 0, sizeof info);
+        info.width = 40;
+        info.height = 24;
+        info.color = f[k].color;
+        info.channels = f[k].channels;
+        info.bit_depth = f[k].depth;
+        unsigned maxv = f[k].depth == 16 ? 65535u : (1u << f[k].depth) - 1u;
+        if (info.color == L3_COLOR_PALETTE) {
+            info.palette_len = (uint16_t)(maxv + 1 > 12 ? 12 : maxv + 1);
+            for (unsigned i = 0; i < info.palette_len; i++) {
+                info.palette[i][0] = (uint8_t)(i * 20);
+                info.palette[i][1] = (uint8_t)(255 - i * 9);
+                info.palette[i][2] = (uint8_t)(i * i);
+                info.palette[i][3] = 255;
+            }
+            maxv = info.palette_len - 1u;
+        }
+        uint64_t s = 17 + k;
+        unsigned tex[8][8][4];
+        for (int y = 0; y < 8; y++)
+            for (int x = 0; x < 8; x++)
+                for (unsigned c = 0; c < info.channels; c++)
+                    tex[y][x][c] = mix(&s) % (maxv + 1);
+        size_t sb = f[k].depth == 16 ? 2 : 1;
+        unsigned char *px = malloc((size_t)info.width * info.height * info.channels * sb);
+        for (uint32_t y = 0; y < info.height; y++)
+            for (uint32_t x = 0; x < info.width; x++)
+                for (unsigned c = 0; c < info.channels; c++) {
+                    unsigned v = (x / 8 * 5 + y / 8 * 3) % 16 == 7 ? mix(&s) % (maxv + 1)
+                                                                  : tex[y % 8][x % 8][c];
+                    size_t i = ((size_t)y * info.width + x) * info.channels + c;
+                    if (sb == 2) {
+                        uint16_t v16 = (uint16_t)v;
+                        memcpy(px + 2 * i, &v16, 2);
+                    } else {
+                        px[i] = (unsigned char)v;
+                    }
+                }
+        char tag[64];
+        snprintf(tag, sizeof tag, "lz-c%u-d%u", f[k].color, f[k].depth);
+        emit_l3(tag, &info, px, 0, 2, 16);
+        emit_l3(tag, &info, px, 0, 0, 32);
+        free(px);
+    }
+    for (int which = 0; which < 3; which++) {
+        struct l3_info info;
+        memset(&info, 0, sizeof info);
+        info.width = 64;
+        info.height = 32;
+        info.color = L3_COLOR_GRAY;
+        info.channels = 1;
+        info.bit_depth = 8;
+        uint64_t s = 5;
+        unsigned tex[8][8], amp[32], row[32];
+        for (int i = 0; i < 64; i++)
+            tex[i / 8][i % 8] = mix(&s) % 4;
+        for (int i = 0; i < 32; i++) {
+            amp[i] = 40 + mix(&s) % 100;
+            row[i] = mix(&s) % 60;
+        }
+        unsigned char px[64 * 32];
+        for (int y = 0; y < 32; y++)
+            for (int x = 0; x < 64; x++) {
+                int v;
+                if (which == 0) {
+                    int yy = y % 16;
+                    v = (x & 1) ? 200 - x * 3 / 2 - yy * 2 : 20 + x + yy * 3 + x * x / 64;
+                } else if (which == 1) {
+                    v = (int)tex[y % 8][x % 8] + x * x / 16 + y * y / 24;
+                } else {
+                    v = (int)row[y] + ((x & 1) ? (int)amp[y] : 0) + x * x / 16;
+                }
+                px[y * 64 + x] = (unsigned char)v;
+            }
+        static const char *names[3] = {"med", "grad", "left2"};
+        char tag[64];
+        snprintf(tag, sizeof tag, "lz-kind-%s", names[which]);
+        emit_l3(tag, &info, px, 0, 2, 32);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -191,8 +341,13 @@ int main(int argc, char **argv)
     mkdir(l3_dir, 0777);
     mkdir(png_dir, 0777);
     generated();
+    lz_generated();
     for (int i = 3; i < argc; i++)
         walk(argv[i]);
-    printf("make_seeds: %u seeds in %s and %s\n", seeds, l3_dir, png_dir);
+    printf("make_seeds: %u seeds in %s and %s; %u L3 seeds with LZ planes (kinds:%s%s%s%s)\n",
+           seeds, l3_dir, png_dir, lz_seeds, (lz_kinds >> L3_PLANE_MED) & 1 ? " MED" : "",
+           (lz_kinds >> L3_PLANE_GRAD) & 1 ? " GRAD" : "",
+           (lz_kinds >> L3_PLANE_LEFT2) & 1 ? " LEFT2" : "",
+           (lz_kinds >> L3_PLANE_LEFT) & 1 ? " LEFT" : "");
     return 0;
 }
