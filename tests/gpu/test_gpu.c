@@ -38,9 +38,13 @@ static unsigned color_planes(unsigned color)
     return p[color];
 }
 
-/* Smooth gradient + noise (so both coding modes appear), values < 2^depth. */
-static void gen_image(struct gen *g, unsigned color, unsigned depth, uint32_t w, uint32_t h,
-                      uint64_t seed, unsigned tile, int trns)
+static void gen_encode(struct gen *g, unsigned tile, int effort);
+
+/* Values < 2^depth. pattern 0: smooth gradient + noise blocks (so both coding
+ * modes appear); pattern 1: an 8x8 random texture repeated, one 8x8 block in
+ * 16 of noise (LZ planes). */
+static void gen_pattern(struct gen *g, unsigned color, unsigned depth, uint32_t w, uint32_t h,
+                        uint64_t seed, unsigned tile, int trns, int pattern, int effort)
 {
     memset(g, 0, sizeof *g);
     struct l3_info *f = &g->info;
@@ -65,11 +69,19 @@ static void gen_image(struct gen *g, unsigned color, unsigned depth, uint32_t w,
     g->px = malloc(g->px_size);
     cr_assert_not_null(g->px);
     uint64_t s = seed;
+    uint32_t tex[8][8][4];
+    for (int y = 0; y < 8; y++)
+        for (int x = 0; x < 8; x++)
+            for (unsigned c = 0; c < C; c++)
+                tex[y][x][c] = pattern == 1 ? (uint32_t)(rng(&s) % (maxv + 1)) : 0;
     for (uint32_t y = 0; y < h; y++)
         for (uint32_t x = 0; x < w; x++)
             for (unsigned c = 0; c < C; c++) {
                 uint32_t v;
-                if ((x / 8 + y / 8) % 3 == 0)
+                if (pattern == 1)
+                    v = (x / 8 * 5 + y / 8 * 3) % 16 == 7 ? (uint32_t)(rng(&s) % (maxv + 1))
+                                                          : tex[y % 8][x % 8][c];
+                else if ((x / 8 + y / 8) % 3 == 0)
                     v = (uint32_t)(rng(&s) % (maxv + 1));
                 else
                     v = (uint32_t)(((uint64_t)(x * 3 + y * 2 + c * 40) * maxv) / (3 * w + 2 * h + 160));
@@ -86,12 +98,25 @@ static void gen_image(struct gen *g, unsigned color, unsigned depth, uint32_t w,
             f->trns_key[c] = sb == 2 ? ((uint16_t *)g->px)[i] : ((uint8_t *)g->px)[i];
         }
     }
+    gen_encode(g, tile, effort);
+}
+
+static void gen_image(struct gen *g, unsigned color, unsigned depth, uint32_t w, uint32_t h,
+                      uint64_t seed, unsigned tile, int trns)
+{
+    gen_pattern(g, color, depth, w, h, seed, tile, trns, 0, 0);
+}
+
+static void gen_encode(struct gen *g, unsigned tile, int effort)
+{
+    struct l3_info *f = &g->info;
     struct l3_encode_options eo;
     memset(&eo, 0, sizeof eo);
     eo.tile_width = eo.tile_height = tile;
+    eo.effort = effort;
     int st = l3_encode(f, g->px, 0, &eo, &g->l3, &g->l3_size);
-    cr_assert_eq(st, L3_OK, "l3_encode(color %u depth %u %ux%u): %s", color, depth, w, h,
-                 l3_strerror(st));
+    cr_assert_eq(st, L3_OK, "l3_encode(color %u depth %u %ux%u): %s", f->color, f->bit_depth,
+                 f->width, f->height, l3_strerror(st));
     struct l3_info back;
     cr_assert_eq(l3_read_info(g->l3, g->l3_size, &back, NULL), L3_OK);
     g->info = back;
@@ -567,18 +592,89 @@ Test(gpu_plan, emulated_kernels_match_cpu_batch)
     }
 }
 
+/* Planes with the LZ flag in an encoded file, and which predictor kinds. */
+static unsigned lz_planes(const struct gen *g, unsigned *kinds_ret)
+{
+    struct l3_layout lay;
+    cr_assert_eq(l3_read_layout(g->l3, g->l3_size, NULL, &lay, NULL), L3_OK);
+    const uint8_t *d = g->l3;
+    unsigned count = 0;
+    for (uint32_t t = 0; t < lay.tile_count; t++) {
+        uint64_t b, e;
+        l3_tile_span(d + lay.table_offset, t, &b, &e);
+        struct l3_tile_header th;
+        cr_assert_eq(l3_tile_parse(d + lay.header_size + b, (size_t)(e - b), lay.planes, &th),
+                     L3_OK);
+        for (unsigned p = 0; p < lay.planes; p++)
+            if (th.mode[p] & L3_PLANE_LZ) {
+                count++;
+                *kinds_ret |= 1u << L3_PLANE_KIND(th.mode[p]);
+            }
+    }
+    return count;
+}
+
+/* Files with LZ planes (repeated textures, effort 2, every colour model incl.
+ * 16-bit and sub-byte): the emulated GPU plan gives the CPU batch's bytes,
+ * and the native output is the source. */
+Test(gpu_plan, lz_planes_match_cpu_batch)
+{
+    unsigned kinds = 0;
+    for (size_t m = 0; m < NMODELS; m++) {
+        struct gen g;
+        gen_pattern(&g, MODELS[m].color, MODELS[m].depth, 70, 45, 700 + m, 32, MODELS[m].trns,
+                    1, 2);
+        cr_assert_gt(lz_planes(&g, &kinds), 0, "color %u depth %u: no LZ plane",
+                     MODELS[m].color, MODELS[m].depth);
+        struct l3gpu_input in[2] = {{g.l3, g.l3_size}, {g.l3, g.l3_size - 5}};
+        static const int fmts[3][3] = { /* layout, dtype, channels */
+            {L3GPU_HWC, L3GPU_U8, 0}, {L3GPU_HWC, L3GPU_U16, 4}, {L3GPU_CHW, L3GPU_F32, 3}};
+        for (int k = 0; k < 3; k++) {
+            struct l3gpu_format f;
+            l3gpu_format_init(&f);
+            f.layout = fmts[k][0];
+            f.dtype = fmts[k][1];
+            f.channels = fmts[k][2];
+            char name[160];
+            format_name(name, sizeof name, &g, &f);
+            size_t bytes;
+            cr_assert_eq(l3gpu_output_shape(&g.info, &f, NULL, &bytes), 0);
+            uint8_t *cpu = malloc(2 * bytes), *emu = malloc(2 * bytes);
+            memset(cpu, 0x11, 2 * bytes);
+            memset(emu, 0xEE, 2 * bytes);
+            int sc[2], se[2];
+            int r1 = l3gpu_cpu_decode_batch(in, 2, &f, cpu, 2 * bytes, NULL, sc, 2);
+            int r2 = l3g_emulate_batch(in, 2, &f, emu, 2 * bytes, NULL, se);
+            cr_assert_eq(r1, r2, "%s", name);
+            cr_assert_eq(sc[0], L3_OK, "%s", name);
+            cr_assert_eq(sc[1], L3_ERR_TRUNCATED, "%s", name);
+            cr_assert_eq(se[0], sc[0], "%s", name);
+            cr_assert_eq(se[1], sc[1], "%s", name);
+            cr_assert(!memcmp(cpu, emu, 2 * bytes), "%s: emulated GPU plan != CPU batch", name);
+            check_slot(&g, &f, emu, name);
+            free(cpu);
+            free(emu);
+        }
+        gen_free(&g);
+    }
+    cr_assert(kinds & (1u << L3_PLANE_LEFT), "no LEFT LZ plane (kinds %#x)", kinds);
+}
+
 /* ---------------- CUDA ---------------- */
 
 #ifdef L3_HAVE_CUDA
 /* GPU batch == CPU batch for every format (only where a GPU is present). */
 static void gpu_vs_cpu(l3gpu_ctx *ctx)
 {
-    struct gen g[NMODELS];
-    for (size_t m = 0; m < NMODELS; m++)
+    struct gen g[NMODELS], z[NMODELS]; /* z: the same shape with LZ planes */
+    for (size_t m = 0; m < NMODELS; m++) {
         gen_image(&g[m], MODELS[m].color, MODELS[m].depth, 70, 45, 300 + m, 32, MODELS[m].trns);
+        gen_pattern(&z[m], MODELS[m].color, MODELS[m].depth, 70, 45, 800 + m, 32,
+                    MODELS[m].trns, 1, 2);
+    }
     for (size_t m = 0; m < NMODELS; m++) {
         struct l3gpu_input in[3] = {{g[m].l3, g[m].l3_size}, {g[m].l3, g[m].l3_size - 10},
-                                    {g[m].l3, g[m].l3_size}};
+                                    {z[m].l3, z[m].l3_size}};
         struct l3gpu_format f;
         FOR_EACH_FORMAT(f) {
             char name[160];
@@ -607,8 +703,10 @@ static void gpu_vs_cpu(l3gpu_ctx *ctx)
             free(gpu);
         }
     }
-    for (size_t m = 0; m < NMODELS; m++)
+    for (size_t m = 0; m < NMODELS; m++) {
         gen_free(&g[m]);
+        gen_free(&z[m]);
+    }
 }
 #endif
 
