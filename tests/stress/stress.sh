@@ -201,8 +201,23 @@ sc_load() {
     if ldd "$L3FS" 2>/dev/null | grep -q libasan; then
         allow=$(( r1 / 4 > 32768 ? r1 / 4 : 32768 ))
     fi
-    check "no memory growth between equal rounds (RSS $(( r2 - r1 )) kB, allowed +$allow kB)" \
-        test "$(( r2 - r1 ))" -le "$allow"
+    if [ "$(( r2 - r1 ))" -gt "$allow" ]; then
+        # allocator noise (a busy machine can start more FUSE workers in one
+        # round) settles; a leak grows again by the same amount: one more
+        # equal round tells them apart
+        echo "   RSS grew by $(( r2 - r1 )) kB (> $allow kB) between rounds 1 and 2: round 3 decides"
+        local r3
+        drop_caches
+        check "round 3 after drop_caches: every byte correct" "$TOOL" load "$W/mnt" \
+            "$W/oracle" --threads 64 --seconds "$secs" --label "warm random, page cache dropped, round 3"
+        sleep 1
+        r3=$(rss_kb "$pid")
+        check "no memory growth between equal rounds (RSS $(( r2 - r1 )) kB, then $(( r3 - r2 )) kB; allowed +$allow kB)" \
+            test "$(( r3 - r2 ))" -le "$allow"
+    else
+        check "no memory growth between equal rounds (RSS $(( r2 - r1 )) kB, allowed +$allow kB)" \
+            test "$(( r2 - r1 ))" -le "$allow"
+    fi
     check "RSS bounded overall (after round 2 ${r2} kB <= 2 x after warm-up + 32 MiB)" \
         test "$r2" -le "$(( 2 * r0 + 32768 ))"
     umount_l3fs "$W/mnt" "$pid" "$log"
