@@ -432,26 +432,19 @@ static size_t lz_parse(struct lz_state *lz, const uint16_t *z, uint32_t w, uint3
         if (best >= 4) {
             uint32_t mc = 16 * (eg_bits(best - L3_LZ_MIN_COPY, L3_LZ_LEN_K) + L3_LZ_DIST_BITS +
                                 bitlen32(bestd) - 1 + 1 + L3_LZ_RUN_K + LZ_MARGIN);
-            if (cost[pos + best] - cost[pos] > mc) {
-                saved += cost[pos + best] - cost[pos] - mc;
+            const size_t end = pos + best;
+            if (cost[end] - cost[pos] > mc) {
+                saved += cost[end] - cost[pos] - mc;
                 tok[3 * nt] = (uint32_t)(pos - run0);
                 tok[3 * nt + 1] = best;
                 tok[3 * nt + 2] = bestd;
                 nt++;
-                size_t end = pos + best;
-                for (pos++; pos < end; pos++) {
-                    if (pos < last) {
-                        uint32_t hv = lz_hash(z + pos, hb);
-                        chain[pos] = head[hv];
-                        head[hv] = (uint32_t)pos + 1;
-                    }
-                }
-                run0 = pos;
-                continue;
+                run0 = end;
             }
-            /* not worth a copy here: its inside would not be either (flat
-             * runs would otherwise be compared again at every position) */
-            size_t end = pos + best;
+            /* positions inside the match are only hashed: after a copy they
+             * are done, and when the copy is not worth it, its inside would
+             * not be either (flat runs would otherwise be compared again at
+             * every position) */
             for (pos++; pos < end; pos++) {
                 if (pos < last) {
                     uint32_t hv = lz_hash(z + pos, hb);

@@ -505,6 +505,15 @@ L3_TILE_FORCE uint32_t l3_pred_at(const uint16_t *dst, uint32_t w, size_t i, uin
     return kind == L3_PLANE_GRAD ? (a + b - c) & mask : l3_med(a, b, c);
 }
 
+/* Next column of a w-wide plane (raster order). */
+L3_TILE_FORCE void l3_lz_next(uint32_t *x, uint32_t *y, uint32_t w)
+{
+    if (++*x == w) {
+        *x = 0;
+        ++*y;
+    }
+}
+
 /* Exp-Golomb code of order k: q zero bits, a one bit, then q + k bits `low`;
  * the value is (2^q - 1) * 2^k + low. q > L3_LZ_EG_MAXQ is invalid (sets
  * *bad). Requires br->n >= 2 * L3_LZ_EG_MAXQ + 1 + k. */
@@ -554,12 +563,8 @@ L3_TILE_FORCE int l3_plane_decode_lz(const uint8_t *s, size_t len, uint32_t w,
                 }
                 last = (l3_pred_at(dst, w, pos, x, y, kind, mask, last) + l3_unzigzag(v)) &
                        mask;
-                dst[pos] = (uint16_t)last;
-                pos++;
-                if (++x == w) {
-                    x = 0;
-                    y++;
-                }
+                dst[pos++] = (uint16_t)last;
+                l3_lz_next(&x, &y, w);
             }
         }
         if (pos == n)
@@ -578,17 +583,10 @@ L3_TILE_FORCE int l3_plane_decode_lz(const uint8_t *s, size_t len, uint32_t w,
         for (uint32_t i = 0; i < count; i++) {
             uint32_t r = dst[j] - l3_pred_at(dst, w, j, xs, ys, kind, mask, xs ? dst[j - 1] : 0);
             last = (l3_pred_at(dst, w, pos, x, y, kind, mask, last) + r) & mask;
-            dst[pos] = (uint16_t)last;
+            dst[pos++] = (uint16_t)last;
             j++;
-            if (++xs == w) {
-                xs = 0;
-                ys++;
-            }
-            pos++;
-            if (++x == w) {
-                x = 0;
-                y++;
-            }
+            l3_lz_next(&xs, &ys, w);
+            l3_lz_next(&x, &y, w);
         }
         if (pos == n)
             break;

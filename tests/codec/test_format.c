@@ -920,7 +920,7 @@ static void lz_check(const char *name, const struct ltok *tok, size_t ntok, uint
         memcpy(heap, t.b, len);
         for (size_t k = 0; k < 4; k++) {
             unsigned mode = kinds[k] | L3_PLANE_LZ | (sh ? L3_PLANE_SHORT : 0);
-            uint32_t exp[256];
+            uint32_t exp[256] = {0};
             uint16_t got[257];
             lz_expect(tok, ntok, w, h, depth, kinds[k], exp);
             got[w * h] = 0xbeef;
@@ -987,7 +987,7 @@ Test(format, lz_plane_by_hand)
     for (int i = 0; i < 16; i++)
         cr_assert_eq(out[i], want[i], "sample %d: %u, expected %u", i, out[i], want[i]);
     /* the independent expectation agrees with the hand-worked values */
-    uint32_t exp[16];
+    uint32_t exp[16] = {0};
     lz_expect(tok, 2, 8, 2, 8, L3_PLANE_LEFT, exp);
     for (int i = 0; i < 16; i++)
         cr_assert_eq(exp[i], want[i]);
