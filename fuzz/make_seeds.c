@@ -178,24 +178,50 @@ static void walk(const char *path)
     closedir(dir);
 }
 
+struct model {
+    uint8_t color, channels, depth;
+};
+
+/* Sets up *info for a w x h image of colour model m with no transparency; a
+ * palette gets min(max_palette, 2^depth) entries (left zero for the caller to
+ * fill). Returns the largest sample value the image may hold. */
+static unsigned seed_info(struct l3_info *info, struct model m, uint32_t w, uint32_t h,
+                          unsigned max_palette)
+{
+    memset(info, 0, sizeof *info);
+    info->width = w;
+    info->height = h;
+    info->color = m.color;
+    info->channels = m.channels;
+    info->bit_depth = m.depth;
+    unsigned maxv = m.depth == 16 ? 65535u : (1u << m.depth) - 1u;
+    if (m.color == L3_COLOR_PALETTE) {
+        info->palette_len = (uint16_t)(maxv + 1 > max_palette ? max_palette : maxv + 1);
+        maxv = info->palette_len - 1u;
+    }
+    return maxv;
+}
+
+/* Stores sample i (sb bytes a sample, 16-bit ones in host order). */
+static void put_sample(unsigned char *px, size_t sb, size_t i, unsigned v)
+{
+    if (sb == 2) {
+        uint16_t v16 = (uint16_t)v;
+        memcpy(px + 2 * i, &v16, 2);
+    } else {
+        px[i] = (unsigned char)v;
+    }
+}
+
 static void generated(void)
 {
-    static const struct {
-        uint8_t color, channels, depth;
-    } f[] = {{0, 1, 1}, {0, 1, 2}, {0, 1, 4}, {0, 1, 8}, {0, 1, 16}, {1, 2, 8}, {1, 2, 16},
-             {2, 3, 8}, {2, 3, 16}, {3, 4, 8}, {3, 4, 16}, {4, 1, 1}, {4, 1, 2}, {4, 1, 4},
-             {4, 1, 8}};
+    static const struct model f[] = {
+        {0, 1, 1}, {0, 1, 2}, {0, 1, 4}, {0, 1, 8}, {0, 1, 16}, {1, 2, 8}, {1, 2, 16}, {2, 3, 8},
+        {2, 3, 16}, {3, 4, 8}, {3, 4, 16}, {4, 1, 1}, {4, 1, 2}, {4, 1, 4}, {4, 1, 8}};
     for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) {
         struct l3_info info;
-        memset(&info, 0, sizeof info);
-        info.width = 21;
-        info.height = 13;
-        info.color = f[k].color;
-        info.channels = f[k].channels;
-        info.bit_depth = f[k].depth;
-        unsigned maxv = f[k].depth == 16 ? 65535u : (1u << f[k].depth) - 1u;
+        unsigned maxv = seed_info(&info, f[k], 21, 13, 6);
         if (info.color == L3_COLOR_PALETTE) {
-            info.palette_len = (uint16_t)(maxv + 1 > 6 ? 6 : maxv + 1);
             info.palette_alpha_len = 1;
             for (unsigned i = 0; i < info.palette_len; i++) {
                 info.palette[i][0] = (uint8_t)(i * 40);
@@ -203,7 +229,6 @@ static void generated(void)
                 info.palette[i][2] = (uint8_t)(255 - i);
                 info.palette[i][3] = i ? 255 : 0;
             }
-            maxv = info.palette_len - 1u;
         }
         if (info.color == L3_COLOR_GRAY || info.color == L3_COLOR_RGB) {
             info.has_trns_key = (k & 1) != 0;
@@ -214,12 +239,7 @@ static void generated(void)
         unsigned char *px = malloc(samples * sb);
         for (size_t i = 0; i < samples; i++) {
             unsigned v = (i % 29 < 10) ? 0 : (unsigned)((i * 7919u) ^ (i >> 3)) % (maxv + 1);
-            if (sb == 2) {
-                uint16_t s = (uint16_t)v;
-                memcpy(px + 2 * i, &s, 2);
-            } else {
-                px[i] = (unsigned char)v;
-            }
+            put_sample(px, sb, i, v);
         }
         char tag[64];
         snprintf(tag, sizeof tag, "gen-c%u-d%u", f[k].color, f[k].depth);
@@ -243,28 +263,17 @@ static uint32_t mix(uint64_t *s) /* splitmix64, as in the codec tests */
 
 static void lz_generated(void)
 {
-    static const struct {
-        uint8_t color, channels, depth;
-    } f[] = {{0, 1, 1}, {0, 1, 2}, {0, 1, 8}, {0, 1, 16}, {1, 2, 8}, {1, 2, 16},
-             {2, 3, 8}, {2, 3, 16}, {3, 4, 8}, {3, 4, 16}, {4, 1, 2}, {4, 1, 8}};
+    static const struct model f[] = {{0, 1, 1}, {0, 1, 2}, {0, 1, 8}, {0, 1, 16},
+                                     {1, 2, 8}, {1, 2, 16}, {2, 3, 8}, {2, 3, 16},
+                                     {3, 4, 8}, {3, 4, 16}, {4, 1, 2}, {4, 1, 8}};
     for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) {
         struct l3_info info;
-        memset(&info, 0, sizeof info);
-        info.width = 40;
-        info.height = 24;
-        info.color = f[k].color;
-        info.channels = f[k].channels;
-        info.bit_depth = f[k].depth;
-        unsigned maxv = f[k].depth == 16 ? 65535u : (1u << f[k].depth) - 1u;
-        if (info.color == L3_COLOR_PALETTE) {
-            info.palette_len = (uint16_t)(maxv + 1 > 12 ? 12 : maxv + 1);
-            for (unsigned i = 0; i < info.palette_len; i++) {
-                info.palette[i][0] = (uint8_t)(i * 20);
-                info.palette[i][1] = (uint8_t)(255 - i * 9);
-                info.palette[i][2] = (uint8_t)(i * i);
-                info.palette[i][3] = 255;
-            }
-            maxv = info.palette_len - 1u;
+        unsigned maxv = seed_info(&info, f[k], 40, 24, 12);
+        for (unsigned i = 0; i < info.palette_len; i++) {
+            info.palette[i][0] = (uint8_t)(i * 20);
+            info.palette[i][1] = (uint8_t)(255 - i * 9);
+            info.palette[i][2] = (uint8_t)(i * i);
+            info.palette[i][3] = 255;
         }
         uint64_t s = 17 + k;
         unsigned tex[8][8][4];
@@ -279,13 +288,7 @@ static void lz_generated(void)
                 for (unsigned c = 0; c < info.channels; c++) {
                     unsigned v = (x / 8 * 5 + y / 8 * 3) % 16 == 7 ? mix(&s) % (maxv + 1)
                                                                   : tex[y % 8][x % 8][c];
-                    size_t i = ((size_t)y * info.width + x) * info.channels + c;
-                    if (sb == 2) {
-                        uint16_t v16 = (uint16_t)v;
-                        memcpy(px + 2 * i, &v16, 2);
-                    } else {
-                        px[i] = (unsigned char)v;
-                    }
+                    put_sample(px, sb, ((size_t)y * info.width + x) * info.channels + c, v);
                 }
         char tag[64];
         snprintf(tag, sizeof tag, "lz-c%u-d%u", f[k].color, f[k].depth);
@@ -295,12 +298,7 @@ static void lz_generated(void)
     }
     for (int which = 0; which < 3; which++) {
         struct l3_info info;
-        memset(&info, 0, sizeof info);
-        info.width = 64;
-        info.height = 32;
-        info.color = L3_COLOR_GRAY;
-        info.channels = 1;
-        info.bit_depth = 8;
+        seed_info(&info, (struct model){L3_COLOR_GRAY, 1, 8}, 64, 32, 0);
         uint64_t s = 5;
         unsigned tex[8][8], amp[32], row[32];
         for (int i = 0; i < 64; i++)

@@ -1264,10 +1264,8 @@ Test(format, lz_roundtrip_models_depths)
             for (int effort = -1; effort <= 2; effort++) {
                 if (effort == 1)
                     continue;
-                struct l3_encode_options eo = {0};
-                eo.effort = effort;
-                eo.tile_width = 32;
-                eo.tile_height = 32;
+                struct l3_encode_options eo = {
+                    .effort = effort, .tile_width = 32, .tile_height = 32};
                 void *f = NULL;
                 size_t n = 0;
                 int r = th_roundtrip(&info, px, &eo, 3, msg, sizeof msg, &f, &n);
@@ -1330,10 +1328,7 @@ Test(format, lz_every_predictor_from_the_encoder)
         uint8_t px[64 * 32];
         kind_image(which, px);
         for (int effort = -1; effort <= 2; effort += 3) {
-            struct l3_encode_options eo = {0};
-            eo.effort = effort;
-            eo.tile_width = 32;
-            eo.tile_height = 32;
+            struct l3_encode_options eo = {.effort = effort, .tile_width = 32, .tile_height = 32};
             void *f = NULL;
             size_t n = 0;
             cr_assert_eq(th_roundtrip(&info, px, &eo, 2, msg, sizeof msg, &f, &n), 0,

@@ -535,6 +535,29 @@ Test(cpu_batch, bad_arguments)
 
 /* ---------------- the GPU plan, run on the host ---------------- */
 
+/* Decodes in[0..n) (n <= 4) into one output with the CPU batch (2 threads)
+ * and with the emulated GPU plan: both return the same, give each image the
+ * same status and write the same bytes. The CPU statuses go to sc; returns
+ * the emulated output (n images of `bytes`; free it). */
+static uint8_t *emulated_matches_cpu(const struct l3gpu_input *in, size_t n,
+                                     const struct l3gpu_format *f, size_t bytes, int *sc,
+                                     const char *name)
+{
+    uint8_t *cpu = malloc(n * bytes), *emu = malloc(n * bytes);
+    memset(cpu, 0x11, n * bytes);
+    memset(emu, 0xEE, n * bytes);
+    int se[4];
+    int r1 = l3gpu_cpu_decode_batch(in, n, f, cpu, n * bytes, NULL, sc, 2);
+    int r2 = l3g_emulate_batch(in, n, f, emu, n * bytes, NULL, se);
+    cr_assert_eq(r1, r2, "%s", name);
+    for (size_t k = 0; k < n; k++)
+        cr_assert_eq(se[k], sc[k], "%s: image %zu status emulated %d cpu %d", name, k, se[k],
+                     sc[k]);
+    cr_assert(!memcmp(cpu, emu, n * bytes), "%s: emulated GPU plan != CPU batch", name);
+    free(cpu);
+    return emu;
+}
+
 /* l3g_emulate_batch runs the CUDA path's descriptors, work-item indexing,
  * scratch layout and per-thread bodies (l3gpu_kernels.h) on the host: it
  * must give exactly the CPU batch's bytes and statuses. */
@@ -556,18 +579,9 @@ Test(gpu_plan, emulated_kernels_match_cpu_batch)
             format_name(name, sizeof name, &g[0], &f);
             size_t bytes;
             cr_assert_eq(l3gpu_output_shape(&g[0].info, &f, NULL, &bytes), 0);
-            uint8_t *cpu = malloc(4 * bytes), *emu = malloc(4 * bytes);
-            memset(cpu, 0x11, 4 * bytes);
-            memset(emu, 0xEE, 4 * bytes);
             int sc[4], se[4];
-            int r1 = l3gpu_cpu_decode_batch(in, 4, &f, cpu, 4 * bytes, NULL, sc, 2);
-            int r2 = l3g_emulate_batch(in, 4, &f, emu, 4 * bytes, NULL, se);
-            cr_assert_eq(r1, r2, "%s", name);
+            free(emulated_matches_cpu(in, 4, &f, bytes, sc, name));
             cr_assert_eq(sc[1], L3_ERR_TRUNCATED, "%s", name);
-            for (int k = 0; k < 4; k++)
-                cr_assert_eq(se[k], sc[k], "%s: image %d status emulated %d cpu %d", name, k,
-                             se[k], sc[k]);
-            cr_assert(!memcmp(cpu, emu, 4 * bytes), "%s: emulated GPU plan != CPU batch", name);
             /* separate outputs */
             void *pc[4], *pe[4];
             for (int k = 0; k < 4; k++) {
@@ -583,8 +597,6 @@ Test(gpu_plan, emulated_kernels_match_cpu_batch)
                 free(pc[k]);
                 free(pe[k]);
             }
-            free(cpu);
-            free(emu);
         }
         free(bad);
         gen_free(&g[0]);
@@ -639,20 +651,11 @@ Test(gpu_plan, lz_planes_match_cpu_batch)
             format_name(name, sizeof name, &g, &f);
             size_t bytes;
             cr_assert_eq(l3gpu_output_shape(&g.info, &f, NULL, &bytes), 0);
-            uint8_t *cpu = malloc(2 * bytes), *emu = malloc(2 * bytes);
-            memset(cpu, 0x11, 2 * bytes);
-            memset(emu, 0xEE, 2 * bytes);
-            int sc[2], se[2];
-            int r1 = l3gpu_cpu_decode_batch(in, 2, &f, cpu, 2 * bytes, NULL, sc, 2);
-            int r2 = l3g_emulate_batch(in, 2, &f, emu, 2 * bytes, NULL, se);
-            cr_assert_eq(r1, r2, "%s", name);
+            int sc[2];
+            uint8_t *emu = emulated_matches_cpu(in, 2, &f, bytes, sc, name);
             cr_assert_eq(sc[0], L3_OK, "%s", name);
             cr_assert_eq(sc[1], L3_ERR_TRUNCATED, "%s", name);
-            cr_assert_eq(se[0], sc[0], "%s", name);
-            cr_assert_eq(se[1], sc[1], "%s", name);
-            cr_assert(!memcmp(cpu, emu, 2 * bytes), "%s: emulated GPU plan != CPU batch", name);
             check_slot(&g, &f, emu, name);
-            free(cpu);
             free(emu);
         }
         gen_free(&g);
