@@ -589,12 +589,18 @@ static struct plan plan_plane(const uint16_t *src, uint32_t w, uint32_t h,
 {
     size_t n = (size_t)w * h;
     struct plan p;
-    uint16_t v0 = src[0];
-    size_t i = 1;
-    while (i < n && src[i] == v0)
-        i++;
+    const uint16_t v0 = src[0];
+    /* constant plane? (blocks of 64 without an early exit inside, so that
+     * the comparison vectorises) */
+    uint16_t diff = 0;
+    size_t i = 0;
+    for (; i + 64 <= n && !diff; i += 64)
+        for (unsigned j = 0; j < 64; j++)
+            diff |= (uint16_t)(src[i + j] ^ v0);
+    for (; i < n && !diff; i++)
+        diff |= (uint16_t)(src[i] ^ v0);
     p.kind = pred;
-    if (i == n) {
+    if (!diff) {
         p.mode = L3_PLANE_CONST;
         p.bytes = (depth + 7) / 8;
         return p;
@@ -682,6 +688,29 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
                     pl[1][o + x] = r8[3 * x + 1];
                     pl[2][o + x] = r8[3 * x + 2];
                 }
+            } else if (maxv >= 255 && P == 4) {
+                /* 8-bit samples cannot exceed maxv: no range check */
+                uint16_t *p0 = pl[0] + o, *p1 = pl[1] + o, *p2 = pl[2] + o, *p3 = pl[3] + o;
+                for (uint32_t x = 0; x < w; x++) {
+                    p0[x] = r8[4 * x];
+                    p1[x] = r8[4 * x + 1];
+                    p2[x] = r8[4 * x + 2];
+                    p3[x] = r8[4 * x + 3];
+                }
+            } else if (maxv >= 255 && P == 2) {
+                uint16_t *p0 = pl[0] + o, *p1 = pl[1] + o;
+                for (uint32_t x = 0; x < w; x++) {
+                    p0[x] = r8[2 * x];
+                    p1[x] = r8[2 * x + 1];
+                }
+            } else if (P == 1) {
+                uint16_t *p0 = pl[0] + o;
+                uint8_t m = 0;
+                for (uint32_t x = 0; x < w; x++) {
+                    p0[x] = r8[x];
+                    m = r8[x] > m ? r8[x] : m;
+                }
+                over |= m > maxv;
             } else {
                 for (uint32_t x = 0; x < w; x++)
                     for (unsigned c = 0; c < P; c++) {
