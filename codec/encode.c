@@ -28,6 +28,31 @@ static inline void bw_put(struct bw *w, uint32_t v, unsigned n)
     }
 }
 
+/* The same bit stream without a branch per code: the accumulator is stored
+ * (8 bytes) after every code and the pointer advances by its whole bytes.
+ * Writes up to 8 bytes past the stream's end, so only for buffers with that
+ * much room behind the largest stream (the worker's stream buffers). */
+static inline void bwf_put(struct bw *w, uint32_t v, unsigned n)
+{
+    w->acc |= (uint64_t)v << w->n;
+    w->n += n;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(w->p, &w->acc, 8);
+#else
+    for (int i = 0; i < 8; i++)
+        w->p[i] = (uint8_t)(w->acc >> (8 * i));
+#endif
+    unsigned b = w->n >> 3;
+    w->p += b;
+    w->acc >>= 8 * b;
+    w->n &= 7;
+}
+
+static inline uint8_t *bwf_flush(struct bw *w)
+{
+    return w->p + (w->n > 0); /* the partial byte is stored already */
+}
+
 static inline uint8_t *bw_flush(struct bw *w)
 {
     while (w->n > 0) {
@@ -264,13 +289,13 @@ static uint8_t *plane_write_med(const uint16_t *z, const uint8_t *syms, uint32_t
             uint32_t n = w - x0 < gs ? w - x0 : gs;
             unsigned s = syms[g++];
             if (s == prev)
-                bw_put(&bw, 1, 1);
+                bwf_put(&bw, 1, 1);
             else if (s == prev + 1)
-                bw_put(&bw, 2, 2);
+                bwf_put(&bw, 2, 2);
             else if (s + 1 == prev)
-                bw_put(&bw, 4, 3);
+                bwf_put(&bw, 4, 3);
             else
-                bw_put(&bw, (uint32_t)s << 3, 8);
+                bwf_put(&bw, (uint32_t)s << 3, 8);
             prev = s;
             if (s == 0)
                 continue;
@@ -279,13 +304,13 @@ static uint8_t *plane_write_med(const uint16_t *z, const uint8_t *syms, uint32_t
             for (uint32_t i = 0; i < n; i++) {
                 uint32_t v = zr[x0 + i], q = v >> k;
                 if (q < L3_ESCAPE)
-                    bw_put(&bw, (1u << q) | ((v & mk) << (q + 1)), q + 1 + k);
+                    bwf_put(&bw, (1u << q) | ((v & mk) << (q + 1)), q + 1 + k);
                 else
-                    bw_put(&bw, v << L3_ESCAPE, L3_ESCAPE + depth);
+                    bwf_put(&bw, v << L3_ESCAPE, L3_ESCAPE + depth);
             }
         }
     }
-    return bw_flush(&bw);
+    return bwf_flush(&bw);
 }
 
 static uint8_t *plane_write_raw(const uint16_t *src, size_t n, unsigned depth,
@@ -340,8 +365,8 @@ static inline void bw_eg(struct bw *w, uint32_t v, unsigned k)
 {
     unsigned q = bitlen32((v >> k) + 1) - 1;
     uint32_t low = v - (((1u << q) - 1u) << k);
-    bw_put(w, 1u << q, q + 1);
-    bw_put(w, low, q + k);
+    bwf_put(w, 1u << q, q + 1);
+    bwf_put(w, low, q + k);
 }
 
 /* Length of the common prefix of a and b, at most max. */
@@ -467,13 +492,13 @@ static size_t lz_parse(struct lz_state *lz, const uint16_t *z, uint32_t w, uint3
 static inline void bw_symbol(struct bw *bw, unsigned s, unsigned prev)
 {
     if (s == prev)
-        bw_put(bw, 1, 1);
+        bwf_put(bw, 1, 1);
     else if (s == prev + 1)
-        bw_put(bw, 2, 2);
+        bwf_put(bw, 2, 2);
     else if (s + 1 == prev)
-        bw_put(bw, 4, 3);
+        bwf_put(bw, 4, 3);
     else
-        bw_put(bw, (uint32_t)s << 3, 8);
+        bwf_put(bw, (uint32_t)s << 3, 8);
 }
 
 /* Rice codes of n values with parameter k (symbol s = k + 1). */
@@ -484,9 +509,9 @@ static inline void bw_rice_group(struct bw *bw, const uint16_t *z, uint32_t n, u
     for (uint32_t i = 0; i < n; i++) {
         uint32_t v = z[i], q = v >> k;
         if (q < L3_ESCAPE)
-            bw_put(bw, (1u << q) | ((v & mk) << (q + 1)), q + 1 + k);
+            bwf_put(bw, (1u << q) | ((v & mk) << (q + 1)), q + 1 + k);
         else
-            bw_put(bw, v << L3_ESCAPE, L3_ESCAPE + depth);
+            bwf_put(bw, v << L3_ESCAPE, L3_ESCAPE + depth);
     }
 }
 
@@ -517,11 +542,11 @@ static uint8_t *plane_write_lz(const uint16_t *z, const uint32_t *tok, size_t nt
             break;
         bw_eg(&bw, count - L3_LZ_MIN_COPY, L3_LZ_LEN_K);
         unsigned nb = bitlen32(dist);
-        bw_put(&bw, nb, L3_LZ_DIST_BITS);
-        bw_put(&bw, dist & ((1u << (nb - 1)) - 1), nb - 1);
+        bwf_put(&bw, nb, L3_LZ_DIST_BITS);
+        bwf_put(&bw, dist & ((1u << (nb - 1)) - 1), nb - 1);
         pos += count;
     }
-    return bw_flush(&bw);
+    return bwf_flush(&bw);
 }
 
 /* One LZ coding of a plane with predictor `kind`: residuals of src into z
