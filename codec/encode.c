@@ -470,13 +470,17 @@ static size_t lz_parse(struct lz_state *lz, const uint16_t *z, uint32_t w, uint3
              * are done, and when the copy is not worth it, its inside would
              * not be either (flat runs would otherwise be compared again at
              * every position) */
-            for (pos++; pos < end; pos++) {
-                if (pos < last) {
-                    uint32_t hv = lz_hash(z + pos, hb);
-                    chain[pos] = head[hv];
-                    head[hv] = (uint32_t)pos + 1;
-                }
+            /* (runs of one value hash to one bucket again and again: its
+             * previous entry is then pos - 1, known without reading head) */
+            const size_t hend = end < last ? end : last;
+            uint32_t phv = UINT32_MAX;
+            for (pos++; pos < hend; pos++) {
+                uint32_t hv = lz_hash(z + pos, hb);
+                chain[pos] = hv == phv ? (uint32_t)pos : head[hv];
+                head[hv] = (uint32_t)pos + 1;
+                phv = hv;
             }
+            pos = end;
             continue;
         }
         pos++;
@@ -870,7 +874,11 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
                 if (saved * 32 >= lz->cost[(size_t)w * rows]) {
                     uint64_t limit = plans[u].mode == L3_PLANE_RAW ? raw : plans[u].bytes;
                     limit = limit * (32 - e->lz_bias) / 32;
-                    lz_ref_len = lz_try(lz, pl[u], zz[6], L3_PLANE_LEFT, w, h, depth,
+                    /* zz[6] holds the first rows' LEFT residuals already */
+                    for (uint32_t y = rows; y < h; y++)
+                        row_residuals(pl[u] + (size_t)y * w, pl[u] + (size_t)(y - 1) * w, w,
+                                      depth, zz[6] + (size_t)y * w, L3_PLANE_LEFT);
+                    lz_ref_len = lz_try(lz, NULL, zz[6], L3_PLANE_LEFT, w, h, depth,
                                         limit, LZ_CHAIN, wr);
                     if (lz_ref_len) {
                         try_lz = 1;
