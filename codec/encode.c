@@ -470,17 +470,13 @@ static size_t lz_parse(struct lz_state *lz, const uint16_t *z, uint32_t w, uint3
              * are done, and when the copy is not worth it, its inside would
              * not be either (flat runs would otherwise be compared again at
              * every position) */
-            /* (runs of one value hash to one bucket again and again: its
-             * previous entry is then pos - 1, known without reading head) */
-            const size_t hend = end < last ? end : last;
-            uint32_t phv = UINT32_MAX;
-            for (pos++; pos < hend; pos++) {
-                uint32_t hv = lz_hash(z + pos, hb);
-                chain[pos] = hv == phv ? (uint32_t)pos : head[hv];
-                head[hv] = (uint32_t)pos + 1;
-                phv = hv;
+            for (pos++; pos < end; pos++) {
+                if (pos < last) {
+                    uint32_t hv = lz_hash(z + pos, hb);
+                    chain[pos] = head[hv];
+                    head[hv] = (uint32_t)pos + 1;
+                }
             }
-            pos = end;
             continue;
         }
         pos++;
