@@ -48,6 +48,23 @@ static inline void bwf_put(struct bw *w, uint32_t v, unsigned n)
     w->n &= 7;
 }
 
+/* bwf_put for codes of up to 57 bits. */
+static inline void bwf_put64(struct bw *w, uint64_t v, unsigned n)
+{
+    w->acc |= v << w->n;
+    w->n += n;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(w->p, &w->acc, 8);
+#else
+    for (int i = 0; i < 8; i++)
+        w->p[i] = (uint8_t)(w->acc >> (8 * i));
+#endif
+    unsigned b = w->n >> 3;
+    w->p += b;
+    w->acc >>= 8 * b;
+    w->n &= 7;
+}
+
 static inline uint8_t *bwf_flush(struct bw *w)
 {
     return w->p + (w->n > 0); /* the partial byte is stored already */
@@ -277,6 +294,42 @@ static uint64_t plane_estimate(const uint16_t *src, uint32_t w, uint32_t h, unsi
     return bits;
 }
 
+/* Rice code of v with parameter k (mk = 2^k - 1); its length into *len. */
+static inline uint32_t rice_code(uint32_t v, unsigned k, uint32_t mk, unsigned depth,
+                                 unsigned *len)
+{
+    uint32_t q = v >> k;
+    if (q < L3_ESCAPE) {
+        *len = q + 1 + k;
+        return (1u << q) | ((v & mk) << (q + 1));
+    }
+    *len = L3_ESCAPE + depth;
+    return v << L3_ESCAPE;
+}
+
+/* Rice codes of n values with parameter k (symbol s = k + 1). A code is at
+ * most L3_ESCAPE + depth bits, so up to depth 12 two codes (<= 56 bits) go
+ * into the accumulator (< 8 bits pending) at once. */
+static inline void bw_rice_group(struct bw *bw, const uint16_t *z, uint32_t n, unsigned k,
+                                 unsigned depth)
+{
+    const uint32_t mk = (1u << k) - 1;
+    uint32_t i = 0;
+    if (depth <= 12) {
+        for (; i + 2 <= n; i += 2) {
+            unsigned l0, l1;
+            uint64_t c0 = rice_code(z[i], k, mk, depth, &l0);
+            uint64_t c1 = rice_code(z[i + 1], k, mk, depth, &l1);
+            bwf_put64(bw, c0 | c1 << l0, l0 + l1);
+        }
+    }
+    for (; i < n; i++) {
+        unsigned l;
+        uint32_t c = rice_code(z[i], k, mk, depth, &l);
+        bwf_put(bw, c, l);
+    }
+}
+
 static uint8_t *plane_write_med(const uint16_t *z, const uint8_t *syms, uint32_t w,
                                 uint32_t h, unsigned depth, uint8_t *out, const uint32_t gs)
 {
@@ -299,15 +352,7 @@ static uint8_t *plane_write_med(const uint16_t *z, const uint8_t *syms, uint32_t
             prev = s;
             if (s == 0)
                 continue;
-            unsigned k = s - 1;
-            uint32_t mk = (1u << k) - 1;
-            for (uint32_t i = 0; i < n; i++) {
-                uint32_t v = zr[x0 + i], q = v >> k;
-                if (q < L3_ESCAPE)
-                    bwf_put(&bw, (1u << q) | ((v & mk) << (q + 1)), q + 1 + k);
-                else
-                    bwf_put(&bw, v << L3_ESCAPE, L3_ESCAPE + depth);
-            }
+            bw_rice_group(&bw, zr + x0, n, s - 1, depth);
         }
     }
     return bwf_flush(&bw);
@@ -499,20 +544,6 @@ static inline void bw_symbol(struct bw *bw, unsigned s, unsigned prev)
         bwf_put(bw, 4, 3);
     else
         bwf_put(bw, (uint32_t)s << 3, 8);
-}
-
-/* Rice codes of n values with parameter k (symbol s = k + 1). */
-static inline void bw_rice_group(struct bw *bw, const uint16_t *z, uint32_t n, unsigned k,
-                                 unsigned depth)
-{
-    uint32_t mk = (1u << k) - 1;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t v = z[i], q = v >> k;
-        if (q < L3_ESCAPE)
-            bwf_put(bw, (1u << q) | ((v & mk) << (q + 1)), q + 1 + k);
-        else
-            bwf_put(bw, v << L3_ESCAPE, L3_ESCAPE + depth);
-    }
 }
 
 static uint8_t *plane_write_lz(const uint16_t *z, const uint32_t *tok, size_t nt,
