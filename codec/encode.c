@@ -220,20 +220,26 @@ static inline unsigned fast_k(uint32_t s, uint32_t n, unsigned depth)
     /* n * 2^(k+1) >= s  <=>  2^(k+1) >= m = ceil(s / n); groups are almost
      * always 16 or 8 long, so the division is a shift */
     uint32_t m = (n & (n - 1)) ? (s + n - 1) / n : (s + n - 1) >> __builtin_ctz(n);
-    unsigned k = m > 2 ? 31u - (unsigned)__builtin_clz(m - 1) : 0;
+    /* m > 2 ? bitlen(m - 1) - 1 : 0, without a branch (m = 0 gives depth) */
+    unsigned k = 31u - (unsigned)__builtin_clz((m - 1) | 1);
     return k < depth ? k : depth;
+}
+
+/* sym_cost without branches */
+static inline unsigned sym_cost_nb(unsigned s, unsigned prev)
+{
+    static const uint8_t t[4] = {3, 1, 2, 8}; /* s + 1 - prev: 0, 1, 2, other */
+    unsigned i = s + 1 - prev;
+    return t[i < 3 ? i : 3];
 }
 
 static inline uint32_t fast_cost(uint32_t s, uint32_t n, unsigned depth, unsigned prev,
                                  unsigned *sym)
 {
-    if (s == 0) {
-        *sym = 0;
-        return sym_cost(0, prev);
-    }
     unsigned k = fast_k(s, n, depth);
-    *sym = k + 1;
-    return n * (k + 1) + (s >> k) + sym_cost(k + 1, prev);
+    const unsigned nz = 0u - (s != 0); /* s == 0: symbol 0, no codes */
+    *sym = (k + 1) & nz;
+    return ((n * (k + 1) + (s >> k)) & nz) + sym_cost_nb((k + 1) & nz, prev);
 }
 
 /* Both fast plans (groups of 16 into syms16, groups of 8 into syms8) from one
@@ -251,10 +257,17 @@ static void plane_plan_both(const uint16_t *z, uint32_t w, uint32_t h, unsigned 
             uint32_t n = w - x0 < 16 ? w - x0 : 16;
             uint32_t na = n < 8 ? n : 8, nb = n - na;
             uint32_t sa = 0, sb = 0;
-            for (uint32_t i = 0; i < na; i++)
-                sa += zr[x0 + i];
-            for (uint32_t i = 0; i < nb; i++)
-                sb += zr[x0 + 8 + i];
+            if (n == 16) {
+                for (uint32_t i = 0; i < 8; i++) {
+                    sa += zr[x0 + i];
+                    sb += zr[x0 + 8 + i];
+                }
+            } else {
+                for (uint32_t i = 0; i < na; i++)
+                    sa += zr[x0 + i];
+                for (uint32_t i = 0; i < nb; i++)
+                    sb += zr[x0 + 8 + i];
+            }
             unsigned sym;
             b16 += fast_cost(sa + sb, n, depth, p16, &sym);
             syms16[g16++] = (uint8_t)sym;
