@@ -307,6 +307,16 @@ static uint64_t plane_estimate(const uint16_t *src, uint32_t w, uint32_t h, unsi
     return bits;
 }
 
+/* Writes the group symbol s after prev (codes 1, 01, 001 for the same, one
+ * more, one less; else 000 and s in 5 bits), without a branch. */
+static inline void bw_symbol(struct bw *bw, unsigned s, unsigned prev)
+{
+    static const uint8_t code[4] = {4, 1, 2, 0}, len[4] = {3, 1, 2, 8};
+    unsigned i = s + 1 - prev;
+    i = i < 3 ? i : 3;
+    bwf_put(bw, code[i] | (((uint32_t)s << 3) & (0u - (i == 3))), len[i]);
+}
+
 /* Rice code of v with parameter k (mk = 2^k - 1); its length into *len. */
 static inline uint32_t rice_code(uint32_t v, unsigned k, uint32_t mk, unsigned depth,
                                  unsigned *len)
@@ -354,14 +364,7 @@ static uint8_t *plane_write_med(const uint16_t *z, const uint8_t *syms, uint32_t
         for (uint32_t x0 = 0; x0 < w; x0 += gs) {
             uint32_t n = w - x0 < gs ? w - x0 : gs;
             unsigned s = syms[g++];
-            if (s == prev)
-                bwf_put(&bw, 1, 1);
-            else if (s == prev + 1)
-                bwf_put(&bw, 2, 2);
-            else if (s + 1 == prev)
-                bwf_put(&bw, 4, 3);
-            else
-                bwf_put(&bw, (uint32_t)s << 3, 8);
+            bw_symbol(&bw, s, prev);
             prev = s;
             if (s == 0)
                 continue;
@@ -546,18 +549,6 @@ static size_t lz_parse(struct lz_state *lz, const uint16_t *z, uint32_t w, uint3
     return nt + 1;
 }
 
-/* Writes the group symbol s after prev. */
-static inline void bw_symbol(struct bw *bw, unsigned s, unsigned prev)
-{
-    if (s == prev)
-        bwf_put(bw, 1, 1);
-    else if (s == prev + 1)
-        bwf_put(bw, 2, 2);
-    else if (s + 1 == prev)
-        bwf_put(bw, 4, 3);
-    else
-        bwf_put(bw, (uint32_t)s << 3, 8);
-}
 
 static uint8_t *plane_write_lz(const uint16_t *z, const uint32_t *tok, size_t nt,
                                unsigned depth, uint8_t *out, uint32_t gs)
