@@ -2,6 +2,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "l3_internal.h"
 
@@ -705,6 +708,48 @@ static void take_spare(struct plan *plans, uint16_t **zz, uint8_t **syms, unsign
 }
 
 
+/* One row of 3- or 4-channel 8-bit pixels into planes (restrict: the
+ * planes never overlap the pixels, which lets the loops vectorise). */
+static void gather3(const uint8_t *restrict r8, uint32_t w, uint16_t *restrict p0,
+                    uint16_t *restrict p1, uint16_t *restrict p2)
+{
+    for (uint32_t x = 0; x < w; x++) {
+        p0[x] = r8[3 * x];
+        p1[x] = r8[3 * x + 1];
+        p2[x] = r8[3 * x + 2];
+    }
+}
+
+static void gather4(const uint8_t *restrict r8, uint32_t w, uint16_t *restrict p0,
+                    uint16_t *restrict p1, uint16_t *restrict p2, uint16_t *restrict p3)
+{
+    uint32_t x = 0;
+#if defined(__SSE2__)
+    /* 8 pixels = two vectors of four 32-bit words; channel c = byte c */
+    const __m128i m = _mm_set1_epi32(0xff);
+    for (; x + 8 <= w; x += 8) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(r8 + 4 * x));
+        __m128i b = _mm_loadu_si128((const __m128i *)(r8 + 4 * x + 16));
+        _mm_storeu_si128((__m128i *)(p0 + x),
+                         _mm_packs_epi32(_mm_and_si128(a, m), _mm_and_si128(b, m)));
+        _mm_storeu_si128((__m128i *)(p1 + x),
+                         _mm_packs_epi32(_mm_and_si128(_mm_srli_epi32(a, 8), m),
+                                         _mm_and_si128(_mm_srli_epi32(b, 8), m)));
+        _mm_storeu_si128((__m128i *)(p2 + x),
+                         _mm_packs_epi32(_mm_and_si128(_mm_srli_epi32(a, 16), m),
+                                         _mm_and_si128(_mm_srli_epi32(b, 16), m)));
+        _mm_storeu_si128((__m128i *)(p3 + x),
+                         _mm_packs_epi32(_mm_srli_epi32(a, 24), _mm_srli_epi32(b, 24)));
+    }
+#endif
+    for (; x < w; x++) {
+        p0[x] = r8[4 * x];
+        p1[x] = r8[4 * x + 1];
+        p2[x] = r8[4 * x + 2];
+        p3[x] = r8[4 * x + 3];
+    }
+}
+
 static int encode_tile(void *arg, unsigned worker, uint64_t t)
 {
     struct enc *e = arg;
@@ -743,20 +788,10 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
         } else {
             const uint8_t *r8 = r + (size_t)x0 * P;
             if (P == 3) {
-                for (uint32_t x = 0; x < w; x++) {
-                    pl[0][o + x] = r8[3 * x];
-                    pl[1][o + x] = r8[3 * x + 1];
-                    pl[2][o + x] = r8[3 * x + 2];
-                }
+                gather3(r8, w, pl[0] + o, pl[1] + o, pl[2] + o);
             } else if (maxv >= 255 && P == 4) {
                 /* 8-bit samples cannot exceed maxv: no range check */
-                uint16_t *p0 = pl[0] + o, *p1 = pl[1] + o, *p2 = pl[2] + o, *p3 = pl[3] + o;
-                for (uint32_t x = 0; x < w; x++) {
-                    p0[x] = r8[4 * x];
-                    p1[x] = r8[4 * x + 1];
-                    p2[x] = r8[4 * x + 2];
-                    p3[x] = r8[4 * x + 3];
-                }
+                gather4(r8, w, pl[0] + o, pl[1] + o, pl[2] + o, pl[3] + o);
             } else if (maxv >= 255 && P == 2) {
                 uint16_t *p0 = pl[0] + o, *p1 = pl[1] + o;
                 for (uint32_t x = 0; x < w; x++) {
