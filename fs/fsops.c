@@ -1928,6 +1928,7 @@ int l3fs_run(struct l3fs_options *opts, int ready_fd)
     co.dir = opts->cache_dir;
     co.fsync_policy = opts->fsync_policy;
     co.encode.threads = opts->encode_threads;
+    co.encode.effort = opts->effort;
     co.encode.limits.max_pixels = opts->max_pixels;
     co.encode.limits.max_memory = (size_t)opts->max_memory;
     if (opts->cache_size) {

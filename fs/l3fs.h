@@ -35,6 +35,7 @@ struct l3fs_options {
     size_t n_excludes;
     unsigned jobs;         /* --jobs/--threads: concurrent encodes (default nproc) */
     unsigned encode_threads; /* --encode-threads: threads inside one encode */
+    int effort;            /* --effort: encoder effort -1..2 (0 default) */
     uint64_t max_pixels;   /* --max-pixels: codec limit per image (0 = codec default) */
     uint64_t max_memory;   /* --max-memory: codec memory limit per encode (0 = default) */
     unsigned max_threads;  /* --max-threads: FUSE worker threads */

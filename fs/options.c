@@ -47,6 +47,8 @@ void l3fs_usage(const char *prog, int full)
             "                        matches the path under SOURCE, else the file name\n"
             "  --jobs N, --threads N encodes running at once (default: number of CPUs)\n"
             "  --encode-threads N    threads inside one encode (default: number of CPUs)\n"
+            "  --effort E            encoder effort: -1 fastest first access (no LZ\n"
+            "                        planes), 0 default, 2 smallest files, slow\n"
             "  --max-threads N       FUSE request threads (default 64)\n"
             "  --max-pixels N        larger images are not encoded (EIO); default 256M\n"
             "  --max-memory SIZE     memory one encode may use (default 4G)\n"
@@ -177,7 +179,7 @@ static int add_fuse_opt(struct l3fs_options *o, const char *opt)
 static const char *const valued[] = {"cache-dir", "cache-size", "exclude", "jobs",
                                      "threads", "encode-threads", "max-threads", "timeout",
                                      "dir-timeout", "fsync", "log-level", "max-pixels",
-                                     "max-memory", NULL};
+                                     "max-memory", "effort", NULL};
 
 static int is_valued(const char *name)
 {
@@ -222,6 +224,17 @@ static int apply(struct l3fs_options *o, const char *name, const char *v)
         return parse_uint(name, v, &o->jobs);
     if (!strcmp(name, "encode-threads"))
         return parse_uint(name, v, &o->encode_threads);
+    if (!strcmp(name, "effort")) {
+        char *end;
+        errno = 0;
+        long e = strtol(v, &end, 10);
+        if (errno || end == v || *end || e < -1 || e > 2) {
+            fprintf(stderr, "l3fs: --effort takes -1, 0, 1 or 2\n");
+            return -EINVAL;
+        }
+        o->effort = (int)e;
+        return 0;
+    }
     if (!strcmp(name, "max-pixels"))
         return parse_count(name, v, &o->max_pixels);
     if (!strcmp(name, "max-memory"))

@@ -1374,6 +1374,16 @@ Test(options, both_spellings)
     cr_assert_eq(o.max_memory, 1ull << 30);
     cr_assert_null(o.fuse_opts, "fstab-only options are dropped");
     l3fs_options_free(&o);
+    char *eff[] = {"l3fs", tmp, tmp, "--effort", "-1", NULL};
+    cr_assert_eq(l3fs_parse_args(5, eff, &o), 0);
+    cr_assert_eq(o.effort, -1);
+    l3fs_options_free(&o);
+    char *eff2[] = {"l3fs", tmp, tmp, "-o", "effort=2", NULL};
+    cr_assert_eq(l3fs_parse_args(5, eff2, &o), 0);
+    cr_assert_eq(o.effort, 2);
+    l3fs_options_free(&o);
+    char *eff_bad[] = {"l3fs", tmp, tmp, "--effort", "3", NULL};
+    cr_assert_eq(l3fs_parse_args(5, eff_bad, &o), -EINVAL);
     char *bad[] = {"l3fs", tmp, tmp, "--jobs", "zero", NULL};
     cr_assert_eq(l3fs_parse_args(5, bad, &o), -EINVAL);
     char *missing[] = {"l3fs", tmp, NULL};
