@@ -915,10 +915,10 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
     uint8_t *wb = e->wbuf + 4 * e->wbuf_per * worker;
     uint8_t *wr = wb + e->wbuf_per, *wl = wr + e->wbuf_per, *wl2 = wl + e->wbuf_per;
     struct lz_state *lz = &e->lzs[worker];
-    /* LZ planes are tried in stages, so that tiles without repeats (photos)
-     * cost little: a cheap parse of the first rows of one plane (one
-     * candidate per position) must save 1/32 of its estimated bits, then a
-     * full LZ coding of that plane must be smaller than its plan; only then
+    /* LZ planes are tried in stages, so that tiles without repeats (photos,
+     * most renders) cost little: a cheap parse of the first quarter of one
+     * plane (one candidate per position) must save 1/32, then a full LZ
+     * coding of that plane must be 1/16 smaller than its plan; only then
      * are the other planes tried. effort >= 2 tries every plane, with both
      * the left predictor and the plane's own. */
     int try_lz = 0;
@@ -937,7 +937,14 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
                 plane_residuals(pl[u], w, rows, depth, zz[6], L3_PLANE_LEFT);
                 uint64_t saved;
                 lz_parse(lz, zz[6], w, rows, depth, 1, &saved);
-                if (saved * 32 >= lz->cost[(size_t)w * rows]) {
+                /* the probe's estimate must save 1/32 both against the
+                 * cost model's literals and against the plan's size for
+                 * those rows (the plan can be cheaper than the model: groups
+                 * of 8) */
+                const uint64_t model = lz->cost[(size_t)w * rows];
+                const uint64_t planq =
+                    (plans[u].mode == L3_PLANE_RAW ? raw : plans[u].bytes) * 128 * rows / h;
+                if (saved * 32 >= model && (model - saved) * 32 < planq * 31) {
                     uint64_t limit = plans[u].mode == L3_PLANE_RAW ? raw : plans[u].bytes;
                     limit = limit * (32 - e->lz_bias) / 32;
                     /* zz[6] holds the first rows' LEFT residuals already */
