@@ -967,7 +967,42 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
         uint8_t *start = p;
         const uint8_t *coded = NULL; /* stream bytes of a predicted mode */
         uint64_t len = mode == L3_PLANE_CONST ? plans[u].bytes : raw;
-        if (mode >= L3_PLANE_MED) {
+        int lz_won = 0;
+        if (try_lz && mode != L3_PLANE_CONST) {
+            /* against the plan's size (an estimate): the predicted stream is
+             * only written when LZ loses */
+            uint64_t limit = (mode >= L3_PLANE_MED ? plans[u].bytes : raw) *
+                             (32 - e->lz_bias) / 32;
+            if (c == lz_ref) {
+                if (lz_ref_len < limit) {
+                    mode = L3_PLANE_LEFT | L3_PLANE_LZ;
+                    len = lz_ref_len;
+                    coded = wr;
+                    lz_won = 1;
+                }
+            } else {
+                size_t l = lz_try(lz, pl[u], zz[6], L3_PLANE_LEFT, w, h, depth, limit,
+                                  e->exact ? LZ_CHAIN_MAX : LZ_CHAIN, wl);
+                if (l) {
+                    mode = L3_PLANE_LEFT | L3_PLANE_LZ;
+                    len = l;
+                    coded = wl;
+                    limit = l;
+                    lz_won = 1;
+                }
+                if (e->exact && plans[u].kind != L3_PLANE_LEFT) {
+                    l = lz_try(lz, NULL, zz[u], plans[u].kind, w, h, depth, limit,
+                               LZ_CHAIN_MAX, wl2);
+                    if (l) {
+                        mode = plans[u].kind | L3_PLANE_LZ;
+                        len = l;
+                        coded = wl2;
+                        lz_won = 1;
+                    }
+                }
+            }
+        }
+        if (!lz_won && mode >= L3_PLANE_MED) {
             /* the plan's size is an estimate: write, then keep the smaller */
             int sh = (mode & L3_PLANE_SHORT) != 0;
             size_t l = (size_t)(plane_write_med(zz[u], syms[u] + (sh ? g16 : 0), w, h,
@@ -978,34 +1013,6 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
                 len = l;
             } else {
                 mode = L3_PLANE_RAW;
-            }
-        }
-        if (try_lz && mode != L3_PLANE_CONST) {
-            uint64_t limit = len * (32 - e->lz_bias) / 32;
-            if (c == lz_ref) {
-                if (lz_ref_len < limit) {
-                    mode = L3_PLANE_LEFT | L3_PLANE_LZ;
-                    len = lz_ref_len;
-                    coded = wr;
-                }
-            } else {
-                size_t l = lz_try(lz, pl[u], zz[6], L3_PLANE_LEFT, w, h, depth, limit,
-                                  e->exact ? LZ_CHAIN_MAX : LZ_CHAIN, wl);
-                if (l) {
-                    mode = L3_PLANE_LEFT | L3_PLANE_LZ;
-                    len = l;
-                    coded = wl;
-                    limit = l;
-                }
-                if (e->exact && plans[u].kind != L3_PLANE_LEFT) {
-                    l = lz_try(lz, NULL, zz[u], plans[u].kind, w, h, depth, limit,
-                               LZ_CHAIN_MAX, wl2);
-                    if (l) {
-                        mode = plans[u].kind | L3_PLANE_LZ;
-                        len = l;
-                        coded = wl2;
-                    }
-                }
             }
         }
         if (mode == L3_PLANE_CONST) {
