@@ -34,24 +34,8 @@ static inline void bw_put(struct bw *w, uint32_t v, unsigned n)
 /* The same bit stream without a branch per code: the accumulator is stored
  * (8 bytes) after every code and the pointer advances by its whole bytes.
  * Writes up to 8 bytes past the stream's end, so only for buffers with that
- * much room behind the largest stream (the worker's stream buffers). */
-static inline void bwf_put(struct bw *w, uint32_t v, unsigned n)
-{
-    w->acc |= (uint64_t)v << w->n;
-    w->n += n;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    memcpy(w->p, &w->acc, 8);
-#else
-    for (int i = 0; i < 8; i++)
-        w->p[i] = (uint8_t)(w->acc >> (8 * i));
-#endif
-    unsigned b = w->n >> 3;
-    w->p += b;
-    w->acc >>= 8 * b;
-    w->n &= 7;
-}
-
-/* bwf_put for codes of up to 57 bits. */
+ * much room behind the largest stream (the worker's stream buffers). Codes
+ * of up to 57 bits. */
 static inline void bwf_put64(struct bw *w, uint64_t v, unsigned n)
 {
     w->acc |= v << w->n;
@@ -66,6 +50,11 @@ static inline void bwf_put64(struct bw *w, uint64_t v, unsigned n)
     w->p += b;
     w->acc >>= 8 * b;
     w->n &= 7;
+}
+
+static inline void bwf_put(struct bw *w, uint32_t v, unsigned n)
+{
+    bwf_put64(w, v, n);
 }
 
 static inline uint8_t *bwf_flush(struct bw *w)
