@@ -818,12 +818,13 @@ Test(png, corpus_photos_full_size, .timeout = 300) { run_corpus("photos", 3); }
 
 /* --------------------------------------------------- hostile input */
 
-static unsigned char *small_png(size_t *n_ret, int interlace)
+/* An 8-bit RGB PNG of generated pixels. */
+static unsigned char *rgb8_png(uint32_t w, uint32_t h, int interlace, size_t *n_ret)
 {
     struct gen_desc g;
     memset(&g, 0, sizeof g);
-    g.w = 33;
-    g.h = 17;
+    g.w = w;
+    g.h = h;
     g.ctype = PNG_COLOR_TYPE_RGB;
     g.depth = 8;
     g.interlace = interlace;
@@ -832,6 +833,11 @@ static unsigned char *small_png(size_t *n_ret, int interlace)
     unsigned char *png = gen_write(&g, px, n_ret);
     free(px);
     return png;
+}
+
+static unsigned char *small_png(size_t *n_ret, int interlace)
+{
+    return rgb8_png(33, 17, interlace, n_ret);
 }
 
 static void put32(unsigned char *p, uint32_t v)
@@ -1293,18 +1299,7 @@ static void tc_check(const char *name, const unsigned char *png, size_t n, unsig
 /* A PNG large enough for many IDAT chunks and many tile bands. */
 static unsigned char *tc_big_png(int interlace, size_t *n_ret)
 {
-    struct gen_desc g;
-    memset(&g, 0, sizeof g);
-    g.w = 320;
-    g.h = 240;
-    g.ctype = PNG_COLOR_TYPE_RGB;
-    g.depth = 8;
-    g.interlace = interlace;
-    size_t pn;
-    unsigned char *px = gen_pixels(&g, &pn);
-    unsigned char *png = gen_write(&g, px, n_ret);
-    free(px);
-    return png;
+    return rgb8_png(320, 240, interlace, n_ret);
 }
 
 Test(transcode, generated_every_format_byte_identical)

@@ -882,6 +882,25 @@ static int wait_size(const char *path, long long want)
     return 0;
 }
 
+/* Waits up to 3 s until the mounted file `m` decodes to an image `width`
+ * wide, then checks its pixels against the source `s`. */
+static int wait_width(const char *m, const char *s, uint32_t width)
+{
+    for (int i = 0; i < 300; i++) {
+        size_t len;
+        void *d = slurp(m, &len);
+        struct l3_info info;
+        int seen = d && l3_read_info(d, len, &info, NULL) == L3_OK && info.width == width;
+        if (seen)
+            check_pixels(d, len, s);
+        free(d);
+        if (seen)
+            return 1;
+        usleep(10000);
+    }
+    return 0;
+}
+
 Test(mount, source_changes_seen_at_once_with_long_timeouts)
 {
     make_tree(0);
@@ -911,18 +930,7 @@ Test(mount, source_changes_seen_at_once_with_long_timeouts)
     free(d);
     /* rewritten in place */
     write_png(s, 60, 60, PNG_COLOR_TYPE_GRAY, 16, 0, 0, 7);
-    seen = 0;
-    for (int i = 0; i < 300 && !seen; i++) {
-        d = slurp(m, &len);
-        struct l3_info info;
-        seen = d && l3_read_info(d, len, &info, NULL) == L3_OK && info.width == 60;
-        if (seen)
-            check_pixels(d, len, s);
-        free(d);
-        if (!seen)
-            usleep(10000);
-    }
-    cr_assert(seen, "the in-place rewrite was not seen within 3 s");
+    cr_assert(wait_width(m, s, 60), "the in-place rewrite was not seen within 3 s");
     /* deleted: ENOENT; a new PNG appears */
     cr_assert_eq(unlink(s), 0);
     cr_assert(wait_size(m, -1), "deleted source still visible");
@@ -987,19 +995,7 @@ Test(mount, open_reader_keeps_its_version)
     cr_assert(memcmp(got, d0, len0) == 0, "the open reader got mixed bytes");
     free(got);
     /* once closed, the new version shows */
-    int seen = 0;
-    for (int i = 0; i < 300 && !seen; i++) {
-        size_t len;
-        void *d = slurp(m, &len);
-        struct l3_info info;
-        seen = d && l3_read_info(d, len, &info, NULL) == L3_OK && info.width == 150;
-        if (seen)
-            check_pixels(d, len, s);
-        free(d);
-        if (!seen)
-            usleep(10000);
-    }
-    cr_assert(seen, "the new version did not show after the reader closed");
+    cr_assert(wait_width(m, s, 150), "the new version did not show after the reader closed");
     free(d0);
     cr_assert_eq(unmount_fs(), 0);
 }
