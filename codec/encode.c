@@ -82,7 +82,7 @@ static inline uint16_t zigzag(uint32_t e, uint32_t mask, uint32_t half)
 /* Zigzag-mapped MED residuals of a w x h plane (the decoder's rules). The
  * prediction uses only source samples, so the inner loop has no carried
  * dependency and vectorises. */
-static void plane_residuals_left2(const uint16_t *src, uint32_t w, uint32_t h,
+L3_CLONES static void plane_residuals_left2(const uint16_t *src, uint32_t w, uint32_t h,
                                   unsigned depth, uint16_t *z)
 {
     const uint32_t mask = (1u << depth) - 1, half = 1u << (depth - 1);
@@ -97,13 +97,20 @@ static void plane_residuals_left2(const uint16_t *src, uint32_t w, uint32_t h,
     }
 }
 
-/* Residuals of row y > 0 (up = the row above) for MED, GRAD or LEFT. */
+/* Residuals of row y > 0 (up = the row above) for MED, GRAD, LEFT or LEFT2. */
 static inline void row_residuals(const uint16_t *row, const uint16_t *up, uint32_t w,
                                  unsigned depth, uint16_t *zr, unsigned pred)
 {
     const int grad = pred == L3_PLANE_GRAD;
     const uint32_t mask = (1u << depth) - 1, half = 1u << (depth - 1);
     zr[0] = zigzag((uint32_t)(row[0] - up[0]) & mask, mask, half);
+    if (pred == L3_PLANE_LEFT2) {
+        if (w > 1)
+            zr[1] = zigzag((uint32_t)(row[1] - up[0]) & mask, mask, half);
+        for (uint32_t x = 2; x < w; x++)
+            zr[x] = zigzag((uint32_t)(row[x] - row[x - 2]) & mask, mask, half);
+        return;
+    }
     if (pred == L3_PLANE_LEFT) {
         for (uint32_t x = 1; x < w; x++)
             zr[x] = zigzag((uint32_t)(row[x] - row[x - 1]) & mask, mask, half);
@@ -118,7 +125,7 @@ static inline void row_residuals(const uint16_t *row, const uint16_t *up, uint32
     }
 }
 
-static void plane_residuals(const uint16_t *src, uint32_t w, uint32_t h, unsigned depth,
+L3_CLONES static void plane_residuals(const uint16_t *src, uint32_t w, uint32_t h, unsigned depth,
                             uint16_t *z, unsigned pred)
 {
     if (pred == L3_PLANE_LEFT2) {
@@ -236,7 +243,7 @@ static inline uint32_t fast_cost(uint32_t s, uint32_t n, unsigned depth, unsigne
 
 /* Both fast plans (groups of 16 into syms16, groups of 8 into syms8) from one
  * pass of group sums; estimated bits into bits16/bits8. */
-static void plane_plan_both(const uint16_t *z, uint32_t w, uint32_t h, unsigned depth,
+L3_CLONES static void plane_plan_both(const uint16_t *z, uint32_t w, uint32_t h, unsigned depth,
                             uint8_t *syms16, uint8_t *syms8, uint64_t *bits16,
                             uint64_t *bits8)
 {
@@ -281,7 +288,7 @@ static void plane_plan_both(const uint16_t *z, uint32_t w, uint32_t h, unsigned 
 /* Estimated bits of a MED or GRAD plane from every 4th row (rows 1, 5, 9,
  * ...; groups of 16, fast rule): enough to compare predictors or colour
  * transforms of one tile at a quarter of the cost of planning them. */
-static uint64_t plane_estimate(const uint16_t *src, uint32_t w, uint32_t h, unsigned depth,
+L3_CLONES static uint64_t plane_estimate(const uint16_t *src, uint32_t w, uint32_t h, unsigned depth,
                                unsigned pred, uint16_t *zrow)
 {
     uint64_t bits = 0;
@@ -345,7 +352,7 @@ static inline void bw_rice_group(struct bw *bw, const uint16_t *z, uint32_t n, u
     }
 }
 
-static uint8_t *plane_write_med(const uint16_t *z, const uint8_t *syms, uint32_t w,
+L3_CLONES static uint8_t *plane_write_med(const uint16_t *z, const uint8_t *syms, uint32_t w,
                                 uint32_t h, unsigned depth, uint8_t *out, const uint32_t gs)
 {
     struct bw bw = {out, 0, 0};
@@ -401,6 +408,9 @@ struct lz_state {
 #define LZ_CHAIN 8u      /* candidates examined per position */
 #define LZ_CHAIN_MAX 64u  /* ... with effort >= 2 */
 #define LZ_MARGIN 4u      /* bits a copy must save over its literals */
+#define LZ_HASH_LONG 32u  /* of a longer match only the last ... */
+#define LZ_HASH_TAIL 8u   /* ... positions are hashed (its inside is found
+                             again at its source) */
 
 static inline unsigned bitlen32(uint32_t v)
 {
@@ -450,7 +460,7 @@ static inline uint32_t lz_hash(const uint16_t *z, unsigned bits)
  * group-of-16 Rice plan; a copy is taken when it is estimated to cost fewer
  * bits than the literals it replaces. Returns the number of tokens (the last
  * one has count 0: the final literal run). */
-static size_t lz_parse(struct lz_state *lz, const uint16_t *z, uint32_t w, uint32_t h,
+L3_CLONES static size_t lz_parse(struct lz_state *lz, const uint16_t *z, uint32_t w, uint32_t h,
                        unsigned depth, unsigned max_chain, uint64_t *saved_ret)
 {
     const size_t n = (size_t)w * h;
@@ -523,6 +533,8 @@ static size_t lz_parse(struct lz_state *lz, const uint16_t *z, uint32_t w, uint3
              * are done, and when the copy is not worth it, its inside would
              * not be either (flat runs would otherwise be compared again at
              * every position) */
+            if (best > LZ_HASH_LONG)
+                pos = end - LZ_HASH_TAIL - 1;
             for (pos++; pos < end; pos++) {
                 if (pos < last) {
                     uint32_t hv = lz_hash(z + pos, hb);
@@ -542,7 +554,7 @@ static size_t lz_parse(struct lz_state *lz, const uint16_t *z, uint32_t w, uint3
 }
 
 
-static uint8_t *plane_write_lz(const uint16_t *z, const uint32_t *tok, size_t nt,
+L3_CLONES static uint8_t *plane_write_lz(const uint16_t *z, const uint32_t *tok, size_t nt,
                                unsigned depth, uint8_t *out, uint32_t gs)
 {
     struct bw bw = {out, 0, 0};
@@ -630,20 +642,11 @@ struct plan {
     uint64_t bytes;
 };
 
-/* Decide const / raw / MED for one candidate plane (residuals into z, group
- * symbols into syms). */
-/* syms holds the group symbols for groups of 16 (first `g16` entries) and
- * then for groups of 8; the plan takes the short groups (L3_PLANE_SHORT) when
- * they save more than short_bias/32. */
-static struct plan plan_plane(const uint16_t *src, uint32_t w, uint32_t h,
-                              unsigned depth, uint16_t *z, uint8_t *syms, int exact,
-                              unsigned pred, size_t g16, unsigned short_bias)
+/* Is every sample of the plane the same? (blocks of 64 without an early
+ * exit inside, so that the comparison vectorises) */
+static int plane_const(const uint16_t *src, size_t n)
 {
-    size_t n = (size_t)w * h;
-    struct plan p;
     const uint16_t v0 = src[0];
-    /* constant plane? (blocks of 64 without an early exit inside, so that
-     * the comparison vectorises) */
     uint16_t diff = 0;
     size_t i = 0;
     for (; i + 64 <= n && !diff; i += 64)
@@ -651,8 +654,22 @@ static struct plan plan_plane(const uint16_t *src, uint32_t w, uint32_t h,
             diff |= (uint16_t)(src[i + j] ^ v0);
     for (; i < n && !diff; i++)
         diff |= (uint16_t)(src[i] ^ v0);
+    return !diff;
+}
+
+/* Decide const / raw / MED for one candidate plane (residuals into z, group
+ * symbols into syms). */
+/* syms holds the group symbols for groups of 16 (first `g16` entries) and
+ * then for groups of 8; the plan takes the short groups (L3_PLANE_SHORT) when
+ * they save more than short_bias/32. */
+L3_CLONES static struct plan plan_plane(const uint16_t *src, uint32_t w, uint32_t h,
+                              unsigned depth, uint16_t *z, uint8_t *syms, int exact,
+                              unsigned pred, size_t g16, unsigned short_bias)
+{
+    size_t n = (size_t)w * h;
+    struct plan p;
     p.kind = pred;
-    if (!diff) {
+    if (plane_const(src, n)) {
         p.mode = L3_PLANE_CONST;
         p.bytes = (depth + 7) / 8;
         return p;
@@ -680,6 +697,16 @@ static struct plan plan_plane(const uint16_t *src, uint32_t w, uint32_t h,
         p.bytes = raw;
     }
     return p;
+}
+
+/* Stands for a plan not yet made (encode_tile makes it only when the plane
+ * is not coded with LZ): the size estimated by plane_estimate, scaled from
+ * every 4th row to the whole plane, at most the raw size. */
+static struct plan plan_estimated(uint64_t bits, unsigned kind, uint32_t w, uint32_t h,
+                                  unsigned depth)
+{
+    uint64_t b = (bits * h / ((h + 2) / 4) + 7) / 8, raw = ((uint64_t)w * h * depth + 7) / 8;
+    return (struct plan){kind, kind, b < raw ? b : raw};
 }
 
 /* A candidate plan was coded into scratch slot 6 (the spare): make it plane
@@ -739,7 +766,7 @@ static void gather4(const uint8_t *restrict r8, uint32_t w, uint16_t *restrict p
     }
 }
 
-static int encode_tile(void *arg, unsigned worker, uint64_t t)
+L3_CLONES static int encode_tile(void *arg, unsigned worker, uint64_t t)
 {
     struct enc *e = arg;
     const struct l3_info *info = e->info;
@@ -810,42 +837,66 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
 
     struct plan plans[NCAND];
     unsigned use[4] = {0, 1, 2, 3};
+    int deferred[NCAND] = {0}; /* plans[c] is an estimate, not yet planned */
+    uint64_t est[4];      /* estimated bits of planes 0, 2, R-G, B-G ... */
+    unsigned kinds[4];    /* ... with this predictor */
+    static const unsigned xc[4] = {0, 2, 4, 5};
     uint32_t flags = 0;
     /* predictor for the tile, decided on the reference plane (G or the first
      * channel): the gradient predictor decodes faster (shorter serial chain)
      * and is taken unless MED saves more than grad_bias/32 */
     const unsigned r = P >= 3 ? 1 : 0;
     unsigned pred = L3_PLANE_MED;
-    /* default effort: MED vs GRAD, and the colour transform below, are
-     * decided on every 4th row (plane_estimate); only the winners are
-     * planned in full */
+    /* default effort: the predictors and the colour transform below are
+     * decided on every 4th row (plane_estimate), and a plane is planned in
+     * full only when it is not coded with LZ (the estimate stands in for the
+     * plan's size until then) */
     const int sampled = !e->exact && h >= 8;
     if (sampled) {
         uint64_t em = plane_estimate(pl[r], w, h, depth, L3_PLANE_MED, zz[6]);
         uint64_t eg = plane_estimate(pl[r], w, h, depth, L3_PLANE_GRAD, zz[6]);
-        if (eg * 32 <= em * (32 + e->grad_bias))
+        uint64_t eb = em;
+        if (eg * 32 <= em * (32 + e->grad_bias)) {
             pred = L3_PLANE_GRAD;
-        plans[r] = plan_plane(pl[r], w, h, depth, zz[r], syms[r], 0, pred, g16, e->short_bias);
+            eb = eg;
+        }
+        if (plane_const(pl[r], n)) {
+            plans[r] = (struct plan){L3_PLANE_CONST, pred, (depth + 7) / 8};
+        } else {
+            /* period-2 patterns (dithered renders): try LEFT2 where coding
+             * is costly (over depth/4 bits a sample) */
+            if (eb * 4 > (uint64_t)((h + 2) / 4) * w * depth) {
+                uint64_t el = plane_estimate(pl[r], w, h, depth, L3_PLANE_LEFT2, zz[6]);
+                if (el < eb) {
+                    pred = L3_PLANE_LEFT2;
+                    eb = el;
+                }
+            }
+            deferred[r] = 1;
+            plans[r] = plan_estimated(eb, pred, w, h, depth);
+        }
     } else {
         plans[r] = plan_plane(pl[r], w, h, depth, zz[r], syms[r], e->exact, L3_PLANE_MED, g16, e->short_bias);
-    }
-    if (!sampled && L3_PLANE_KIND(plans[r].mode) == L3_PLANE_MED) {
-        struct plan g = plan_plane(pl[r], w, h, depth, zz[6], syms[6], e->exact,
-                                   L3_PLANE_GRAD, g16, e->short_bias);
-        if (L3_PLANE_KIND(g.mode) == L3_PLANE_GRAD && g.bytes * 32 <= plans[r].bytes * (32 + e->grad_bias)) {
-            pred = L3_PLANE_GRAD;
-            take_spare(plans, zz, syms, r, g);
+        if (L3_PLANE_KIND(plans[r].mode) == L3_PLANE_MED) {
+            struct plan g = plan_plane(pl[r], w, h, depth, zz[6], syms[6], e->exact,
+                                       L3_PLANE_GRAD, g16, e->short_bias);
+            if (L3_PLANE_KIND(g.mode) == L3_PLANE_GRAD &&
+                g.bytes * 32 <= plans[r].bytes * (32 + e->grad_bias)) {
+                pred = L3_PLANE_GRAD;
+                take_spare(plans, zz, syms, r, g);
+            }
         }
-    }
-    /* period-2 patterns (dithered renders): try LEFT2 where coding is costly */
-    if ((L3_PLANE_KIND(plans[r].mode) == L3_PLANE_MED ||
-         L3_PLANE_KIND(plans[r].mode) == L3_PLANE_GRAD) &&
-        plans[r].bytes * 4 > (uint64_t)n * depth / 8) {
-        struct plan l2 = plan_plane(pl[r], w, h, depth, zz[6], syms[6], e->exact,
-                                    L3_PLANE_LEFT2, g16, e->short_bias);
-        if (L3_PLANE_KIND(l2.mode) == L3_PLANE_LEFT2 && l2.bytes < plans[r].bytes) {
-            pred = L3_PLANE_LEFT2;
-            take_spare(plans, zz, syms, r, l2);
+        /* period-2 patterns (dithered renders): try LEFT2 where coding is
+         * costly */
+        if ((L3_PLANE_KIND(plans[r].mode) == L3_PLANE_MED ||
+             L3_PLANE_KIND(plans[r].mode) == L3_PLANE_GRAD) &&
+            plans[r].bytes * 4 > (uint64_t)n * depth / 8) {
+            struct plan l2 = plan_plane(pl[r], w, h, depth, zz[6], syms[6], e->exact,
+                                        L3_PLANE_LEFT2, g16, e->short_bias);
+            if (L3_PLANE_KIND(l2.mode) == L3_PLANE_LEFT2 && l2.bytes < plans[r].bytes) {
+                pred = L3_PLANE_LEFT2;
+                take_spare(plans, zz, syms, r, l2);
+            }
         }
     }
     /* the other planes use the tile's predictor; after LEFT2 (a dither
@@ -868,18 +919,36 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
             pl[4][i] = (uint16_t)((pl[0][i] - pl[1][i]) & mask);
             pl[5][i] = (uint16_t)((pl[2][i] - pl[1][i]) & mask);
         }
-        if (sampled && pred != L3_PLANE_LEFT2) {
-            uint64_t plain = plane_estimate(pl[0], w, h, depth, pred, zz[6]) +
-                             plane_estimate(pl[2], w, h, depth, pred, zz[6]);
-            uint64_t diff = plane_estimate(pl[4], w, h, depth, pred, zz[6]) +
-                            plane_estimate(pl[5], w, h, depth, pred, zz[6]);
-            if (diff < plain) {
+        if (sampled) {
+            /* after LEFT2 (a dither pattern seen in the reference plane)
+             * MED is tried too: colour differences of dithered images are
+             * often smooth */
+            for (unsigned c = 0; c < 4; c++) {
+                est[c] = plane_estimate(pl[xc[c]], w, h, depth, pred, zz[6]);
+                kinds[c] = pred;
+                if (pred == L3_PLANE_LEFT2) {
+                    uint64_t m = plane_estimate(pl[xc[c]], w, h, depth, L3_PLANE_MED, zz[6]);
+                    if (m < est[c]) {
+                        est[c] = m;
+                        kinds[c] = L3_PLANE_MED;
+                    }
+                }
+            }
+            if (est[2] + est[3] < est[0] + est[1]) {
                 flags = L3_TILE_XFORM_G;
                 use[0] = 4;
                 use[2] = 5;
             }
-            PLAN_OTHER(use[0]);
-            PLAN_OTHER(use[2]);
+            for (unsigned c = 0; c <= 2; c += 2) {
+                const unsigned u = use[c];
+                const unsigned i = (u == 4 || u == 5 ? 2 : 0) + c / 2;
+                if (plane_const(pl[u], n)) {
+                    plans[u] = (struct plan){L3_PLANE_CONST, pred, (depth + 7) / 8};
+                } else {
+                    deferred[u] = 1;
+                    plans[u] = plan_estimated(est[i], kinds[i], w, h, depth);
+                }
+            }
         } else {
             PLAN_OTHER(0);
             PLAN_OTHER(2);
@@ -979,7 +1048,7 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
                     limit = l;
                     lz_won = 1;
                 }
-                if (e->exact && plans[u].kind != L3_PLANE_LEFT) {
+                if (e->exact && plans[u].kind != L3_PLANE_LEFT && !deferred[u]) {
                     l = lz_try(lz, NULL, zz[u], plans[u].kind, w, h, depth, limit,
                                LZ_CHAIN_MAX, wl2);
                     if (l) {
@@ -990,6 +1059,11 @@ static int encode_tile(void *arg, unsigned worker, uint64_t t)
                     }
                 }
             }
+        }
+        if (!lz_won && deferred[u]) {
+            plans[u] = plan_plane(pl[u], w, h, depth, zz[u], syms[u], 0, plans[u].kind, g16,
+                                  e->short_bias);
+            mode = plans[u].mode;
         }
         if (!lz_won && mode >= L3_PLANE_MED) {
             /* the plan's size is an estimate: write, then keep the smaller */

@@ -7,6 +7,15 @@
 #include "l3.h"
 #include "l3_tile.h"
 
+/* Hot encoder loops are compiled twice, for AVX2 and for the baseline, and
+ * the dynamic loader picks one for the CPU (GNU ifunc; x86-64 ELF only).
+ * Integer code only: both give the same bytes. */
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(L3_NO_CLONES)
+#define L3_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define L3_CLONES
+#endif
+
 #define L3_MAGIC "L3IM"
 #define L3_FIXED_HEADER 48u  /* bytes before the palette */
 #define L3_MAX_TILE_DIM 1024u
