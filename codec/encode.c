@@ -436,6 +436,16 @@ static inline void bw_eg(struct bw *w, uint32_t v, unsigned k)
 static inline uint32_t match_len(const uint16_t *a, const uint16_t *b, uint32_t max)
 {
     uint32_t l = 0;
+#if defined(__SSE2__)
+    while (l + 8 <= max) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(a + l));
+        __m128i y = _mm_loadu_si128((const __m128i *)(b + l));
+        unsigned ne = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi16(x, y)) ^ 0xffffu;
+        if (ne)
+            return l + (unsigned)__builtin_ctz(ne) / 2;
+        l += 8;
+    }
+#endif
     while (l + 4 <= max) {
         uint64_t x, y;
         memcpy(&x, a + l, 8);
