@@ -408,6 +408,7 @@ struct lz_state {
 #define LZ_CHAIN 8u      /* candidates examined per position */
 #define LZ_CHAIN_MAX 64u  /* ... with effort >= 2 */
 #define LZ_MARGIN 4u      /* bits a copy must save over its literals */
+#define LZ_REP_LONG 16u   /* a match this long at the last distance is taken */
 #define LZ_HASH_LONG 32u  /* of a longer match only the last ... */
 #define LZ_HASH_TAIL 8u   /* ... positions are hashed (its inside is found
                              again at its source) */
@@ -506,6 +507,7 @@ L3_CLONES static size_t lz_parse(struct lz_state *lz, const uint16_t *z, uint32_
     uint32_t *head = lz->head, *chain = lz->chain, *tok = lz->tok;
     size_t nt = 0, pos = 0, run0 = 0;
     const size_t last = n >= 4 ? n - 3 : 0; /* positions with a full hash */
+    uint32_t repd = 0; /* distance of the last copy */
     while (pos < n) {
         uint32_t best = 0, bestd = 0;
         if (pos < last) {
@@ -514,6 +516,16 @@ L3_CLONES static size_t lz_parse(struct lz_state *lz, const uint16_t *z, uint32_
             chain[pos] = cand;
             head[hv] = (uint32_t)pos + 1;
             const size_t room = n - pos;
+            /* the last copy's distance first: a long match there ends the
+             * search (a repeated pattern repeats at one distance) */
+            if (repd && repd <= pos) {
+                uint32_t l = match_len(z + pos - repd, z + pos, (uint32_t)room);
+                if (l >= LZ_REP_LONG) {
+                    best = l;
+                    bestd = repd;
+                    cand = 0;
+                }
+            }
             for (unsigned c = 0; cand && c < max_chain; c++, cand = chain[cand - 1]) {
                 const uint16_t *a = z + cand - 1, *b = z + pos;
                 if (best && (best >= room || a[best] != b[best]))
@@ -536,6 +548,7 @@ L3_CLONES static size_t lz_parse(struct lz_state *lz, const uint16_t *z, uint32_
                 tok[3 * nt] = (uint32_t)(pos - run0);
                 tok[3 * nt + 1] = best;
                 tok[3 * nt + 2] = bestd;
+                repd = bestd;
                 nt++;
                 run0 = end;
             }
