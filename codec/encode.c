@@ -462,9 +462,11 @@ static inline uint32_t match_len(const uint16_t *a, const uint16_t *b, uint32_t 
 
 static inline uint32_t lz_hash(const uint16_t *z, unsigned bits)
 {
-    uint64_t v = (uint64_t)z[0] | (uint64_t)z[1] << 16 | (uint64_t)z[2] << 32 |
-                 (uint64_t)z[3] << 48;
-    return (uint32_t)((v * 0x9E3779B97F4A7C15ull) >> (64 - bits));
+    uint64_t a, b;
+    memcpy(&a, z, 8);
+    memcpy(&b, z + 2, 8);
+    b >>= 32;
+    return (uint32_t)(((a * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full)) >> (64 - bits));
 }
 
 /* Greedy LZ parse of n residuals. Literal costs are estimated from the
@@ -506,7 +508,7 @@ L3_CLONES static size_t lz_parse(struct lz_state *lz, const uint16_t *z, uint32_
     memset(lz->head, 0, sizeof(uint32_t) << hb);
     uint32_t *head = lz->head, *chain = lz->chain, *tok = lz->tok;
     size_t nt = 0, pos = 0, run0 = 0;
-    const size_t last = n >= 4 ? n - 3 : 0; /* positions with a full hash */
+    const size_t last = n >= 6 ? n - 5 : 0; /* positions with a full hash */
     uint32_t repd = 0; /* distance of the last copy */
     while (pos < n) {
         uint32_t best = 0, bestd = 0;
