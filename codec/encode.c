@@ -403,6 +403,13 @@ struct lz_state {
     uint32_t *cost;   /* prefix sums of the literal cost estimate, 1/16 bit */
     uint32_t *tok;    /* tokens: run, count, dist triples */
     unsigned hash_bits;
+    /* the parse so far (lz_start, lz_parse, lz_finish) */
+    unsigned hb;      /* hash bits of this plane */
+    size_t pos;       /* next residual to parse */
+    size_t run0;      /* start of the current literal run */
+    size_t nt;        /* tokens so far */
+    uint64_t saved;   /* estimated savings of the copies, 1/16 bits */
+    uint32_t repd;    /* distance of the last copy */
 };
 
 #define LZ_CHAIN 8u      /* candidates examined per position */
@@ -469,19 +476,14 @@ static inline uint32_t lz_hash(const uint16_t *z, unsigned bits)
     return (uint32_t)(((a * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full)) >> (64 - bits));
 }
 
-/* Greedy LZ parse of n residuals. Literal costs are estimated from the
- * group-of-16 Rice plan; a copy is taken when it is estimated to cost fewer
- * bits than the literals it replaces. Returns the number of tokens (the last
- * one has count 0: the final literal run). */
-L3_CLONES static size_t lz_parse(struct lz_state *lz, const uint16_t *z, uint32_t w, uint32_t h,
-                       unsigned depth, unsigned max_chain, uint64_t *saved_ret)
+/* Literal cost estimate of rows y0..y1-1 of the residuals (1/16 bits, from
+ * the group-of-16 Rice plan), continuing the prefix sums in cost (cost[i] =
+ * the first i residuals; cost[0] = 0). */
+L3_CLONES static void lz_costs(uint32_t *cost, const uint16_t *z, uint32_t w, uint32_t y0,
+                               uint32_t y1, unsigned depth)
 {
-    const size_t n = (size_t)w * h;
-    uint64_t saved = 0;
-    uint32_t *cost = lz->cost;
-    /* literal cost estimate per sample, as prefix sums */
     cost[0] = 0;
-    for (uint32_t y = 0; y < h; y++) {
+    for (uint32_t y = y0; y < y1; y++) {
         const uint16_t *zr = z + (size_t)y * w;
         uint32_t *cr = cost + (size_t)y * w + 1;
         for (uint32_t x0 = 0; x0 < w; x0 += L3_GROUP) {
@@ -502,22 +504,43 @@ L3_CLONES static size_t lz_parse(struct lz_state *lz, const uint16_t *z, uint32_
             }
         }
     }
-    unsigned hb = 8; /* table size follows the plane (small tiles, probes) */
+}
+
+/* Starts a parse of a plane of n residuals. */
+static void lz_start(struct lz_state *lz, size_t n)
+{
+    unsigned hb = 8; /* table size follows the plane (small tiles) */
     while (hb < lz->hash_bits && ((size_t)1 << hb) < n)
         hb++;
     memset(lz->head, 0, sizeof(uint32_t) << hb);
+    lz->hb = hb;
+    lz->pos = lz->run0 = lz->nt = 0;
+    lz->saved = 0;
+    lz->repd = 0;
+}
+
+/* Greedy LZ parse of the residuals z[lz->pos .. end) (those known so far;
+ * a later call continues up to a larger end). A copy is taken when it is
+ * estimated to cost fewer bits than the literals it replaces (lz->cost);
+ * lz->saved adds up the estimated savings. */
+L3_CLONES static void lz_parse(struct lz_state *lz, const uint16_t *z, size_t end,
+                               unsigned max_chain)
+{
+    const uint32_t *cost = lz->cost;
+    const unsigned hb = lz->hb;
     uint32_t *head = lz->head, *chain = lz->chain, *tok = lz->tok;
-    size_t nt = 0, pos = 0, run0 = 0;
-    const size_t last = n >= 6 ? n - 5 : 0; /* positions with a full hash */
-    uint32_t repd = 0; /* distance of the last copy */
-    while (pos < n) {
+    size_t nt = lz->nt, pos = lz->pos, run0 = lz->run0;
+    uint64_t saved = lz->saved;
+    uint32_t repd = lz->repd; /* distance of the last copy */
+    const size_t last = end >= 6 ? end - 5 : 0; /* positions with a full hash */
+    while (pos < end) {
         uint32_t best = 0, bestd = 0;
         if (pos < last) {
             uint32_t hv = lz_hash(z + pos, hb);
             uint32_t cand = head[hv];
             chain[pos] = cand;
             head[hv] = (uint32_t)pos + 1;
-            const size_t room = n - pos;
+            const size_t room = end - pos;
             /* the last copy's distance first: a long match there ends the
              * search (a repeated pattern repeats at one distance) */
             if (repd && repd <= pos) {
@@ -544,23 +567,23 @@ L3_CLONES static size_t lz_parse(struct lz_state *lz, const uint16_t *z, uint32_
         if (best >= 4) {
             uint32_t mc = 16 * (eg_bits(best - L3_LZ_MIN_COPY, L3_LZ_LEN_K) + L3_LZ_DIST_BITS +
                                 bitlen32(bestd) - 1 + 1 + L3_LZ_RUN_K + LZ_MARGIN);
-            const size_t end = pos + best;
-            if (cost[end] - cost[pos] > mc) {
-                saved += cost[end] - cost[pos] - mc;
+            const size_t mend = pos + best;
+            if (cost[mend] - cost[pos] > mc) {
+                saved += cost[mend] - cost[pos] - mc;
                 tok[3 * nt] = (uint32_t)(pos - run0);
                 tok[3 * nt + 1] = best;
                 tok[3 * nt + 2] = bestd;
                 repd = bestd;
                 nt++;
-                run0 = end;
+                run0 = mend;
             }
             /* positions inside the match are only hashed: after a copy they
              * are done, and when the copy is not worth it, its inside would
              * not be either (flat runs would otherwise be compared again at
              * every position) */
             if (best > LZ_HASH_LONG)
-                pos = end - LZ_HASH_TAIL - 1;
-            for (pos++; pos < end; pos++) {
+                pos = mend - LZ_HASH_TAIL - 1;
+            for (pos++; pos < mend; pos++) {
                 if (pos < last) {
                     uint32_t hv = lz_hash(z + pos, hb);
                     chain[pos] = head[hv];
@@ -571,13 +594,23 @@ L3_CLONES static size_t lz_parse(struct lz_state *lz, const uint16_t *z, uint32_
         }
         pos++;
     }
-    tok[3 * nt] = (uint32_t)(n - run0);
-    tok[3 * nt + 1] = 0;
-    tok[3 * nt + 2] = 0;
-    *saved_ret = saved;
-    return nt + 1;
+    lz->nt = nt;
+    lz->pos = pos;
+    lz->run0 = run0;
+    lz->saved = saved;
+    lz->repd = repd;
 }
 
+/* Ends the parse of n residuals: the final literal run is the last token
+ * (count 0). Returns the number of tokens. */
+static size_t lz_finish(struct lz_state *lz, size_t n)
+{
+    uint32_t *tok = lz->tok + 3 * lz->nt;
+    tok[0] = (uint32_t)(n - lz->run0);
+    tok[1] = 0;
+    tok[2] = 0;
+    return lz->nt + 1;
+}
 
 L3_CLONES static uint8_t *plane_write_lz(const uint16_t *z, const uint32_t *tok, size_t nt,
                                unsigned depth, uint8_t *out, uint32_t gs)
@@ -613,23 +646,33 @@ L3_CLONES static uint8_t *plane_write_lz(const uint16_t *z, const uint32_t *tok,
     return bwf_flush(&bw);
 }
 
-/* One LZ coding of a plane with predictor `kind`: residuals of src into z
- * (src NULL: z already holds them), parse, and when the estimate is below
- * `limit` bytes write the stream into out. Returns its length when it is
+/* Ends an LZ coding of n residuals parsed in lz: when the estimate is below
+ * `limit` bytes, writes the stream into out. Returns its length when it is
  * below limit, else 0. */
-static size_t lz_try(struct lz_state *lz, const uint16_t *src, uint16_t *z, unsigned kind,
-                     uint32_t w, uint32_t h, unsigned depth, uint64_t limit,
-                     unsigned chain, uint8_t *out)
+static size_t lz_write(struct lz_state *lz, const uint16_t *z, size_t n, unsigned depth,
+                       uint64_t limit, uint8_t *out)
 {
-    if (src)
-        plane_residuals(src, w, h, depth, z, kind);
-    uint64_t saved;
-    size_t nt = lz_parse(lz, z, w, h, depth, chain, &saved);
-    uint64_t est = lz->cost[(size_t)w * h] - saved; /* 1/16 bits */
+    size_t nt = lz_finish(lz, n);
+    uint64_t est = lz->cost[n] - lz->saved; /* 1/16 bits */
     if (est >= limit * 128)
         return 0;
     size_t l = (size_t)(plane_write_lz(z, lz->tok, nt, depth, out, L3_GROUP) - out);
     return l < limit ? l : 0;
+}
+
+/* One LZ coding of a plane with predictor `kind`: residuals of src into z
+ * (src NULL: z already holds them), parse, and lz_write. */
+static size_t lz_try(struct lz_state *lz, const uint16_t *src, uint16_t *z, unsigned kind,
+                     uint32_t w, uint32_t h, unsigned depth, uint64_t limit,
+                     unsigned chain, uint8_t *out)
+{
+    const size_t n = (size_t)w * h;
+    if (src)
+        plane_residuals(src, w, h, depth, z, kind);
+    lz_costs(lz->cost, z, w, 0, h, depth);
+    lz_start(lz, n);
+    lz_parse(lz, z, n, chain);
+    return lz_write(lz, z, n, depth, limit, out);
 }
 
 /* ---- tiles ---- */
@@ -1018,8 +1061,10 @@ L3_CLONES static int encode_tile(void *arg, unsigned worker, uint64_t t)
             if (plans[u].mode != L3_PLANE_CONST) {
                 uint32_t rows = h >= 16 ? h / 4 : h;
                 plane_residuals(pl[u], w, rows, depth, zz[6], L3_PLANE_LEFT);
-                uint64_t saved;
-                lz_parse(lz, zz[6], w, rows, depth, 1, &saved);
+                lz_costs(lz->cost, zz[6], w, 0, rows, depth);
+                lz_start(lz, n);
+                lz_parse(lz, zz[6], (size_t)w * rows, LZ_CHAIN);
+                const uint64_t saved = lz->saved;
                 /* the probe's estimate must save 1/32 both against the
                  * cost model's literals and against the plan's size for
                  * those rows (the plan can be cheaper than the model: groups
@@ -1030,12 +1075,13 @@ L3_CLONES static int encode_tile(void *arg, unsigned worker, uint64_t t)
                 if (saved * 32 >= model && (model - saved) * 32 < planq * 31) {
                     uint64_t limit = plans[u].mode == L3_PLANE_RAW ? raw : plans[u].bytes;
                     limit = limit * (32 - e->lz_bias) / 32;
-                    /* zz[6] holds the first rows' LEFT residuals already */
+                    /* the probe's parse goes on over the other rows */
                     for (uint32_t y = rows; y < h; y++)
                         row_residuals(pl[u] + (size_t)y * w, pl[u] + (size_t)(y - 1) * w, w,
                                       depth, zz[6] + (size_t)y * w, L3_PLANE_LEFT);
-                    lz_ref_len = lz_try(lz, NULL, zz[6], L3_PLANE_LEFT, w, h, depth,
-                                        limit, LZ_CHAIN, wr);
+                    lz_costs(lz->cost, zz[6], w, rows, h, depth);
+                    lz_parse(lz, zz[6], n, LZ_CHAIN);
+                    lz_ref_len = lz_write(lz, zz[6], n, depth, limit, wr);
                     if (lz_ref_len) {
                         try_lz = 1;
                         lz_ref = cr;
