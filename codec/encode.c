@@ -675,6 +675,34 @@ static size_t lz_try(struct lz_state *lz, const uint16_t *src, uint16_t *z, unsi
     return lz_write(lz, z, n, depth, limit, out);
 }
 
+/* LZ coding of plane src (LEFT residuals into z) behind a gate: the parse
+ * of its first quarter (the probe) must save 1/32 of its estimated bits,
+ * both against the literal cost model and against `plan` bytes (the plane's
+ * predicted size) scaled to those rows; the parse then goes on over the other
+ * rows, and the stream is written when its estimate is below `limit` bytes.
+ * Returns its length when it is below limit, else 0. */
+static size_t lz_gated(struct lz_state *lz, const uint16_t *src, uint16_t *z, uint32_t w,
+                       uint32_t h, unsigned depth, uint64_t plan, uint64_t limit,
+                       uint8_t *out)
+{
+    const size_t n = (size_t)w * h;
+    const uint32_t rows = h >= 16 ? h / 4 : h;
+    plane_residuals(src, w, rows, depth, z, L3_PLANE_LEFT);
+    lz_costs(lz->cost, z, w, 0, rows, depth);
+    lz_start(lz, n);
+    lz_parse(lz, z, (size_t)w * rows, LZ_CHAIN);
+    /* (the plan can be cheaper than the model: groups of 8) */
+    const uint64_t model = lz->cost[(size_t)w * rows], saved = lz->saved;
+    if (saved * 32 < model || (model - saved) * 32 >= plan * 128 * rows / h * 31)
+        return 0;
+    for (uint32_t y = rows; y < h; y++)
+        row_residuals(src + (size_t)y * w, src + (size_t)(y - 1) * w, w, depth,
+                      z + (size_t)y * w, L3_PLANE_LEFT);
+    lz_costs(lz->cost, z, w, rows, h, depth);
+    lz_parse(lz, z, n, LZ_CHAIN);
+    return lz_write(lz, z, n, depth, limit, out);
+}
+
 /* ---- tiles ---- */
 
 struct enc {
@@ -1059,33 +1087,12 @@ L3_CLONES static int encode_tile(void *arg, unsigned worker, uint64_t t)
                 cr = c;
             const unsigned u = use[cr];
             if (plans[u].mode != L3_PLANE_CONST) {
-                uint32_t rows = h >= 16 ? h / 4 : h;
-                plane_residuals(pl[u], w, rows, depth, zz[6], L3_PLANE_LEFT);
-                lz_costs(lz->cost, zz[6], w, 0, rows, depth);
-                lz_start(lz, n);
-                lz_parse(lz, zz[6], (size_t)w * rows, LZ_CHAIN);
-                const uint64_t saved = lz->saved;
-                /* the probe's estimate must save 1/32 both against the
-                 * cost model's literals and against the plan's size for
-                 * those rows (the plan can be cheaper than the model: groups
-                 * of 8) */
-                const uint64_t model = lz->cost[(size_t)w * rows];
-                const uint64_t planq =
-                    (plans[u].mode == L3_PLANE_RAW ? raw : plans[u].bytes) * 128 * rows / h;
-                if (saved * 32 >= model && (model - saved) * 32 < planq * 31) {
-                    uint64_t limit = plans[u].mode == L3_PLANE_RAW ? raw : plans[u].bytes;
-                    limit = limit * (32 - e->lz_bias) / 32;
-                    /* the probe's parse goes on over the other rows */
-                    for (uint32_t y = rows; y < h; y++)
-                        row_residuals(pl[u] + (size_t)y * w, pl[u] + (size_t)(y - 1) * w, w,
-                                      depth, zz[6] + (size_t)y * w, L3_PLANE_LEFT);
-                    lz_costs(lz->cost, zz[6], w, rows, h, depth);
-                    lz_parse(lz, zz[6], n, LZ_CHAIN);
-                    lz_ref_len = lz_write(lz, zz[6], n, depth, limit, wr);
-                    if (lz_ref_len) {
-                        try_lz = 1;
-                        lz_ref = cr;
-                    }
+                const uint64_t plan = plans[u].mode == L3_PLANE_RAW ? raw : plans[u].bytes;
+                lz_ref_len = lz_gated(lz, pl[u], zz[6], w, h, depth, plan,
+                                      plan * (32 - e->lz_bias) / 32, wr);
+                if (lz_ref_len) {
+                    try_lz = 1;
+                    lz_ref = cr;
                 }
             }
         }
