@@ -464,11 +464,21 @@ Test(cpu_batch, corrupt_and_truncated_images)
     struct gen g[4];
     for (int k = 0; k < 4; k++)
         gen_image(&g[k], L3_COLOR_RGB, 8, 96, 64, 900 + k, 32, 0);
-    /* 1: a flipped byte in the last tile's data (the header is intact) */
+    /* 1: the last tile's data broken (the header is intact): its first plane
+     * mode byte made invalid (0x80: an undefined flag, which FORMAT.md 6.6
+     * says a decoder must reject, whatever the tile's content), and a byte
+     * of its streams flipped */
     uint8_t *bad = malloc(g[1].l3_size);
     memcpy(bad, g[1].l3, g[1].l3_size);
+    struct l3_info bi;
+    struct l3_layout bl;
+    cr_assert_eq(l3_read_layout(bad, g[1].l3_size, &bi, &bl, NULL), L3_OK);
+    cr_assert_geq(bl.tile_count, 2);
+    uint64_t last_start = 0; /* end offset of the tile before the last */
+    for (int i = 7; i >= 0; i--)
+        last_start = last_start << 8 | bad[bl.table_offset + 8 * (bl.tile_count - 2) + i];
+    bad[bl.header_size + last_start + 1] = 0x80;
     bad[g[1].l3_size - 3] ^= 0x5a;
-    bad[g[1].l3_size - 40] ^= 0xff;
     /* 2: truncated */
     size_t trunc = g[2].l3_size - 100;
     /* 3: garbage */
