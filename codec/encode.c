@@ -1081,11 +1081,11 @@ L3_CLONES static int encode_tile(void *arg, unsigned worker, uint64_t t)
     uint8_t *wr = wb + e->wbuf_per, *wl = wr + e->wbuf_per, *wl2 = wl + e->wbuf_per;
     struct lz_state *lz = &e->lzs[worker];
     /* LZ planes are tried in stages, so that tiles without repeats (photos,
-     * most renders) cost little: a cheap parse of the first quarter of one
-     * plane (one candidate per position) must save 1/32, then a full LZ
-     * coding of that plane must be 1/16 smaller than its plan; only then
-     * are the other planes tried. effort >= 2 tries every plane, with both
-     * the left predictor and the plane's own. */
+     * most renders) cost little: the reference plane (or the first plane
+     * that is not constant) goes through lz_gated's probe of its first
+     * quarter, and its LZ stream must be 1/16 smaller than its plan or
+     * estimate; only then are the other planes tried. effort >= 2 tries
+     * every plane, with both the left predictor and the plane's own. */
     int try_lz = 0;
     unsigned lz_ref = P; /* plane whose LZ stream is already in wr */
     size_t lz_ref_len = 0;
@@ -1137,7 +1137,7 @@ L3_CLONES static int encode_tile(void *arg, unsigned worker, uint64_t t)
                     limit = l;
                     lz_won = 1;
                 }
-                if (e->exact && plans[u].kind != L3_PLANE_LEFT && !deferred[u]) {
+                if (e->exact && plans[u].kind != L3_PLANE_LEFT) {
                     l = lz_try(lz, NULL, zz[u], plans[u].kind, w, h, depth, limit,
                                LZ_CHAIN_MAX, wl2);
                     if (l) {
