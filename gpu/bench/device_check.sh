@@ -77,10 +77,13 @@ if [ $cpu_only = 0 ] && [ $rc = 0 ] && command -v python3 >/dev/null &&
     pyinc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
     npinc=$(python3 -c 'import numpy; print(numpy.get_include())')
     ext=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-    mkdir -p "$b/py"
-    $CC "${cflags[@]}" -fno-strict-aliasing -DL3_HAVE_CUDA=1 -I"$pyinc" -I"$npinc" \
-        -c python/l3module.c -o "$b/l3module.o"
-    "$NVCC" -shared -Xcompiler -fPIC -o "$b/py/l3$ext" "$b/l3module.o" "$b/l3gpu.o" "$b/cpu.o" "$b"/codec_*.o -lpthread -lm
+    mkdir -p "$b/py/l3" "$b/pyext"
+    cp python/l3/*.py "$b/py/l3/"
+    for f in python/ext/*.c; do
+        $CC "${cflags[@]}" -fno-strict-aliasing -DL3_HAVE_CUDA=1 -I"$pyinc" -I"$npinc" -Ipython/ext \
+            -c "$f" -o "$b/pyext/$(basename "$f" .c).o"
+    done
+    "$NVCC" -shared -Xcompiler -fPIC -o "$b/py/l3/_l3$ext" "$b"/pyext/*.o "$b/l3gpu.o" "$b/cpu.o" "$b"/codec_*.o -lpthread -lm
     PYTHONPATH="$b/py" python3 gpu/bench/torch_check.py "$dc" 2>&1 | tee -a "$log" || rc=1
 else
     echo "device_check: Python/torch part skipped (needs a GPU build, python3 with Python.h, numpy and torch)" | tee -a "$log"

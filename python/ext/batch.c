@@ -1,0 +1,274 @@
+/* batch.c — the l3.Batch object: one contiguous tensor (host or device
+ * memory) with per-image statuses, its numpy and CUDA array interfaces, and
+ * its repr. DLPack export is in dlpack.c, the decoders that fill it in
+ * decode_batch.c and cuda.c. */
+#include "l3py.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+BatchObject *l3py_batch_new(int device, int dtype, Py_ssize_t n, const uint32_t shape[3],
+                            size_t nbytes)
+{
+    BatchObject *b = PyObject_New(BatchObject, &l3py_batch_type);
+    if (!b)
+        return NULL;
+    b->data = NULL;
+    b->status = b->errors = NULL;
+    b->device = device;
+    b->dtype = dtype;
+    b->ndim = 4;
+    b->exported = 0;
+    b->nbytes = nbytes;
+    b->shape[0] = n;
+    for (int k = 0; k < 3; k++) b->shape[k + 1] = shape[k];
+    return b;
+}
+
+int l3py_batch_alloc_host(BatchObject *b)
+{
+    void *mem = NULL;
+    /* a large batch is 2 MiB aligned and asks for transparent huge pages:
+     * the decoders then take a few hundred page faults on first touch
+     * instead of one per 4 KiB (about 10% of a CPU batch decode) */
+    size_t huge = (size_t)2 << 20;
+    size_t align = b->nbytes >= 2 * huge ? huge : 256;
+    if (posix_memalign(&mem, align, b->nbytes ? b->nbytes : 1)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (align == huge)
+        (void)madvise(mem, b->nbytes, MADV_HUGEPAGE); /* advice only */
+    b->data = mem;
+    return 0;
+}
+
+int l3py_batch_set_status(BatchObject *b, const int *status)
+{
+    Py_ssize_t n = (Py_ssize_t)b->shape[0];
+    b->status = PyList_New(n);
+    b->errors = PyList_New(n);
+    if (!b->status || !b->errors)
+        return -1;
+    int failed = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *code = PyLong_FromLong(status[i]);
+        PyObject *err = status[i] ? PyUnicode_FromString(l3gpu_image_strerror(status[i]))
+                                  : (Py_INCREF(Py_None), Py_None);
+        if (!code || !err) {
+            Py_XDECREF(code);
+            Py_XDECREF(err);
+            return -1;
+        }
+        PyList_SET_ITEM(b->status, i, code);
+        PyList_SET_ITEM(b->errors, i, err);
+        failed += status[i] != 0;
+    }
+    return failed;
+}
+
+static void Batch_dealloc(BatchObject *self)
+{
+    if (self->data) {
+        if (self->device < 0)
+            free(self->data);
+        else
+            l3py_cuda_free(self->device, self->data);
+    }
+    Py_XDECREF(self->status);
+    Py_XDECREF(self->errors);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+const char *l3py_dtype_typestr(int dtype)
+{
+    switch (dtype) {
+    case L3GPU_U16: return "<u2";
+    case L3GPU_F32: return "<f4";
+    case L3GPU_F16: return "<f2";
+    default: return "|u1";
+    }
+}
+
+const char *l3py_dtype_name(int dtype)
+{
+    switch (dtype) {
+    case L3GPU_U16: return "uint16";
+    case L3GPU_F32: return "float32";
+    case L3GPU_F16: return "float16";
+    default: return "uint8";
+    }
+}
+
+PyObject *l3py_batch_shape_tuple(const BatchObject *self)
+{
+    PyObject *t = PyTuple_New(self->ndim);
+    if (!t)
+        return NULL;
+    for (int i = 0; i < self->ndim; i++) {
+        PyObject *v = PyLong_FromLongLong(self->shape[i]);
+        if (!v) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, v);
+    }
+    return t;
+}
+
+static PyObject *array_interface(BatchObject *self)
+{
+    return Py_BuildValue("{s:N,s:s,s:(Ni),s:O,s:i}", "shape", l3py_batch_shape_tuple(self),
+                         "typestr", l3py_dtype_typestr(self->dtype), "data",
+                         PyLong_FromVoidPtr(self->data), 0, "strides", Py_None, "version", 3);
+}
+
+static PyObject *Batch_get_cai(BatchObject *self, void *closure)
+{
+    (void)closure;
+    if (self->device < 0) {
+        PyErr_SetString(PyExc_AttributeError,
+                        "__cuda_array_interface__: this batch is in host memory");
+        return NULL;
+    }
+    PyObject *d = array_interface(self);
+    if (d && PyDict_SetItemString(d, "stream", Py_None)) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+static PyObject *Batch_get_ai(BatchObject *self, void *closure)
+{
+    (void)closure;
+    if (self->device >= 0) {
+        PyErr_SetString(PyExc_AttributeError,
+                        "__array_interface__: this batch is in device memory");
+        return NULL;
+    }
+    return array_interface(self);
+}
+
+static PyObject *Batch_get_shape(BatchObject *self, void *c)
+{
+    (void)c;
+    return l3py_batch_shape_tuple(self);
+}
+
+static PyObject *Batch_get_dtype(BatchObject *self, void *c)
+{
+    (void)c;
+    return PyUnicode_FromString(l3py_dtype_name(self->dtype));
+}
+
+static PyObject *Batch_get_device(BatchObject *self, void *c)
+{
+    (void)c;
+    if (self->device < 0)
+        return PyUnicode_FromString("cpu");
+    return PyUnicode_FromFormat("cuda:%d", self->device);
+}
+
+static PyObject *Batch_get_status(BatchObject *self, void *c)
+{
+    (void)c;
+    Py_INCREF(self->status);
+    return self->status;
+}
+
+static PyObject *Batch_get_errors(BatchObject *self, void *c)
+{
+    (void)c;
+    Py_INCREF(self->errors);
+    return self->errors;
+}
+
+static PyObject *Batch_get_ok(BatchObject *self, void *c)
+{
+    (void)c;
+    Py_ssize_t n = PyList_GET_SIZE(self->status);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (PyLong_AsLong(PyList_GET_ITEM(self->status, i)) != 0)
+            Py_RETURN_FALSE;
+    Py_RETURN_TRUE;
+}
+
+static PyObject *Batch_get_ptr(BatchObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromVoidPtr(self->data);
+}
+
+static PyObject *Batch_numpy(BatchObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->device >= 0) {
+        PyErr_SetString(PyExc_TypeError,
+                        "numpy(): the batch is in GPU memory (use torch.from_dlpack)");
+        return NULL;
+    }
+    npy_intp dims[4];
+    for (int i = 0; i < self->ndim; i++) dims[i] = (npy_intp)self->shape[i];
+    int t = self->dtype == L3GPU_U16 ? NPY_UINT16 : self->dtype == L3GPU_F32 ? NPY_FLOAT32
+          : self->dtype == L3GPU_F16 ? NPY_FLOAT16 : NPY_UINT8;
+    PyObject *arr = PyArray_SimpleNewFromData(self->ndim, dims, t, self->data);
+    if (!arr)
+        return NULL;
+    Py_INCREF(self);
+    if (PyArray_SetBaseObject((PyArrayObject *)arr, (PyObject *)self)) {
+        Py_DECREF(arr);
+        return NULL;
+    }
+    return arr;
+}
+
+static PyObject *Batch_repr(BatchObject *self)
+{
+    PyObject *shape = l3py_batch_shape_tuple(self);
+    if (!shape)
+        return NULL;
+    PyObject *r = PyUnicode_FromFormat("<l3.Batch shape=%R dtype=%s device=%s%s>", shape,
+                                       l3py_dtype_name(self->dtype),
+                                       self->device < 0 ? "cpu" : "cuda",
+                                       Batch_get_ok(self, NULL) == Py_True ? "" : " (failures)");
+    Py_DECREF(shape);
+    return r;
+}
+
+static PyMethodDef Batch_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))l3py_batch_dlpack, METH_VARARGS | METH_KEYWORDS,
+     "DLPack capsule of the batch tensor (zero copy)."},
+    {"__dlpack_device__", l3py_batch_dlpack_device, METH_NOARGS,
+     "(device_type, device_id) as DLPack defines them."},
+    {"numpy", (PyCFunction)Batch_numpy, METH_NOARGS,
+     "A numpy array sharing the batch's memory (CPU batches only)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Batch_getset[] = {
+    {"__cuda_array_interface__", (getter)Batch_get_cai, NULL, "CUDA array interface v3", NULL},
+    {"__array_interface__", (getter)Batch_get_ai, NULL, "numpy array interface v3", NULL},
+    {"shape", (getter)Batch_get_shape, NULL, "tensor shape", NULL},
+    {"dtype", (getter)Batch_get_dtype, NULL, "element type name", NULL},
+    {"device", (getter)Batch_get_device, NULL, "'cpu' or 'cuda:N'", NULL},
+    {"status", (getter)Batch_get_status, NULL, "per-image status codes (0 = decoded)", NULL},
+    {"errors", (getter)Batch_get_errors, NULL, "per-image error text or None", NULL},
+    {"ok", (getter)Batch_get_ok, NULL, "True when every image decoded", NULL},
+    {"data_ptr", (getter)Batch_get_ptr, NULL, "address of the first element", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject l3py_batch_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "l3.Batch",
+    .tp_basicsize = sizeof(BatchObject),
+    .tp_dealloc = (destructor)Batch_dealloc,
+    .tp_repr = (reprfunc)Batch_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A decoded batch: a contiguous tensor plus per-image statuses.\n"
+              "Hand it to torch.from_dlpack() or numpy.from_dlpack() (no copy).",
+    .tp_methods = Batch_methods,
+    .tp_getset = Batch_getset,
+};

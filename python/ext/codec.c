@@ -1,0 +1,180 @@
+/* codec.c — one image through libl3 on the CPU: l3.info (the header),
+ * l3.decode (pixels as a numpy array, GIL released) and l3.encode (from PNG
+ * bytes or a numpy array). */
+#include "l3py.h"
+
+#include <string.h>
+
+static const char *color_name(unsigned c)
+{
+    static const char *names[] = {"gray", "gray_alpha", "rgb", "rgba", "palette"};
+    return c < 5 ? names[c] : "unknown";
+}
+
+PyObject *l3py_info(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    Py_buffer b;
+    if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE))
+        return NULL;
+    struct l3_info info;
+    size_t needed = 0;
+    int st = l3_read_info(b.buf, (size_t)b.len, &info, &needed);
+    PyBuffer_Release(&b);
+    if (st)
+        return l3py_raise_status(st, "l3.info");
+    PyObject *pal = Py_None;
+    Py_INCREF(pal);
+    if (info.color == L3_COLOR_PALETTE) {
+        Py_DECREF(pal);
+        pal = PyList_New(info.palette_len);
+        if (!pal)
+            return NULL;
+        for (unsigned i = 0; i < info.palette_len; i++) {
+            PyObject *t = Py_BuildValue("(iiii)", info.palette[i][0], info.palette[i][1],
+                                        info.palette[i][2], info.palette[i][3]);
+            if (!t) {
+                Py_DECREF(pal);
+                return NULL;
+            }
+            PyList_SET_ITEM(pal, i, t);
+        }
+    }
+    PyObject *key = Py_None;
+    Py_INCREF(key);
+    if (info.has_trns_key) {
+        Py_DECREF(key);
+        key = info.color == L3_COLOR_GRAY
+                  ? Py_BuildValue("(i)", info.trns_key[0])
+                  : Py_BuildValue("(iii)", info.trns_key[0], info.trns_key[1], info.trns_key[2]);
+        if (!key) {
+            Py_DECREF(pal);
+            return NULL;
+        }
+    }
+    return Py_BuildValue("{s:I,s:I,s:i,s:i,s:s,s:N,s:N,s:I,s:I,s:I,s:I}",
+                         "width", info.width, "height", info.height,
+                         "channels", info.channels, "bit_depth", info.bit_depth,
+                         "color", color_name(info.color), "palette", pal, "trns_key", key,
+                         "tile_width", info.tile_width, "tile_height", info.tile_height,
+                         "tiles_x", info.tiles_x, "tiles_y", info.tiles_y);
+}
+
+PyObject *l3py_decode(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *kwlist[] = {"buf", "threads", "verify", NULL};
+    PyObject *obj, *threads_obj = NULL;
+    int verify = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Op:decode", kwlist, &obj, &threads_obj,
+                                     &verify))
+        return NULL;
+    unsigned threads;
+    if (l3py_parse_threads(threads_obj, &threads))
+        return NULL;
+    Py_buffer b;
+    if (PyObject_GetBuffer(obj, &b, PyBUF_SIMPLE))
+        return NULL;
+    struct l3_info info;
+    int st = l3_read_info(b.buf, (size_t)b.len, &info, NULL);
+    if (st) {
+        PyBuffer_Release(&b);
+        return l3py_raise_status(st, "l3.decode");
+    }
+    npy_intp dims[3] = {info.height, info.width, info.channels};
+    PyObject *arr = PyArray_SimpleNew(3, dims, info.bit_depth == 16 ? NPY_UINT16 : NPY_UINT8);
+    if (!arr) {
+        PyBuffer_Release(&b);
+        return NULL;
+    }
+    struct l3_decode_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.threads = threads;
+    opt.flags = verify ? L3_DECODE_VERIFY : 0;
+    size_t out_size = (size_t)PyArray_NBYTES((PyArrayObject *)arr);
+    void *out = PyArray_DATA((PyArrayObject *)arr);
+    Py_BEGIN_ALLOW_THREADS
+    st = l3_decode(b.buf, (size_t)b.len, out, out_size, 0, &opt);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&b);
+    if (st) {
+        Py_DECREF(arr);
+        return l3py_raise_status(st, "l3.decode");
+    }
+    return arr;
+}
+
+PyObject *l3py_encode(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *kwlist[] = {"data", "threads", "tile", NULL};
+    PyObject *obj, *threads_obj = NULL;
+    unsigned tile = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OI:encode", kwlist, &obj, &threads_obj,
+                                     &tile))
+        return NULL;
+    unsigned threads;
+    if (l3py_parse_threads(threads_obj, &threads))
+        return NULL;
+    struct l3_encode_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.threads = threads;
+    opt.tile_width = opt.tile_height = tile;
+    void *out = NULL;
+    size_t out_size = 0;
+    int st;
+    if (PyBytes_Check(obj) || PyByteArray_Check(obj) || PyMemoryView_Check(obj)) {
+        Py_buffer b;
+        if (PyObject_GetBuffer(obj, &b, PyBUF_SIMPLE))
+            return NULL;
+        if (!l3_is_png(b.buf, (size_t)b.len)) {
+            PyBuffer_Release(&b);
+            PyErr_SetString(PyExc_ValueError,
+                            "l3.encode: bytes must be a PNG file (or pass a numpy array)");
+            return NULL;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        st = l3_transcode_png(b.buf, (size_t)b.len, &opt, &out, &out_size);
+        Py_END_ALLOW_THREADS
+        PyBuffer_Release(&b);
+    } else {
+        PyArrayObject *a = (PyArrayObject *)PyArray_FROM_OF(obj, NPY_ARRAY_C_CONTIGUOUS |
+                                                                     NPY_ARRAY_ALIGNED);
+        if (!a)
+            return NULL;
+        int nd = PyArray_NDIM(a);
+        int type = PyArray_TYPE(a);
+        if ((nd != 2 && nd != 3) || (type != NPY_UINT8 && type != NPY_UINT16)) {
+            Py_DECREF(a);
+            PyErr_SetString(PyExc_ValueError,
+                            "l3.encode: expected a uint8 or uint16 array of shape (H, W) or "
+                            "(H, W, C) with C in 1..4");
+            return NULL;
+        }
+        npy_intp *d = PyArray_DIMS(a);
+        npy_intp c = nd == 3 ? d[2] : 1;
+        if (c < 1 || c > 4 || d[0] < 1 || d[1] < 1 || d[0] > L3_MAX_DIM || d[1] > L3_MAX_DIM) {
+            Py_DECREF(a);
+            PyErr_SetString(PyExc_ValueError, "l3.encode: bad array shape");
+            return NULL;
+        }
+        struct l3_info info;
+        memset(&info, 0, sizeof info);
+        info.width = (uint32_t)d[1];
+        info.height = (uint32_t)d[0];
+        info.channels = (uint8_t)c;
+        info.color = c == 1 ? L3_COLOR_GRAY : c == 2 ? L3_COLOR_GRAY_ALPHA
+                   : c == 3 ? L3_COLOR_RGB : L3_COLOR_RGBA;
+        info.bit_depth = type == NPY_UINT16 ? 16 : 8;
+        const void *px = PyArray_DATA(a);
+        Py_BEGIN_ALLOW_THREADS
+        st = l3_encode(&info, px, 0, &opt, &out, &out_size);
+        Py_END_ALLOW_THREADS
+        Py_DECREF(a);
+    }
+    if (st)
+        return l3py_raise_status(st, "l3.encode");
+    PyObject *res = PyBytes_FromStringAndSize(out, (Py_ssize_t)out_size);
+    l3_free(out);
+    return res;
+}

@@ -1,0 +1,170 @@
+/* decode_batch.c — l3.decode_batch: parses the output format, takes a view
+ * of every input, sizes the batch from the first readable header, decodes on
+ * the CPU (libl3gpu's CPU batch decoder, GIL released) or hands the batch to
+ * cuda.c, then reports per-image statuses (strict=True: l3.Error instead). */
+#include "l3py.h"
+
+#include <string.h>
+
+/* layout, channels and normalisation into FMT (dtype already set); 0 or -1. */
+static int parse_format(const char *layout, PyObject *channels_obj, PyObject *mean_obj,
+                        PyObject *std_obj, PyObject *scale_obj, struct l3gpu_format *fmt)
+{
+    if (l3py_parse_layout(layout, &fmt->layout) || l3py_parse_channels(channels_obj, &fmt->channels))
+        return -1;
+    int norm = 0;
+    if (l3py_parse_floats(mean_obj, "mean", fmt->mean, &norm) ||
+        l3py_parse_floats(std_obj, "std", fmt->std, &norm) ||
+        l3py_parse_floats(scale_obj, "scale", fmt->scale, &norm))
+        return -1;
+    fmt->normalize = norm;
+    if (norm && fmt->dtype != L3GPU_F32 && fmt->dtype != L3GPU_F16) {
+        PyErr_SetString(PyExc_ValueError, "mean/std/scale need dtype float32 or float16");
+        return -1;
+    }
+    if (l3gpu_format_check(fmt)) {
+        PyErr_SetString(PyExc_ValueError, "bad mean/std/scale (std must be non-zero, finite)");
+        return -1;
+    }
+    return 0;
+}
+
+/* The per-image output shape and slot size from the first image whose header
+ * reads; 0, or -1 with l3.Error when none does. */
+static int batch_shape(const struct l3gpu_input *in, Py_ssize_t n,
+                       const struct l3gpu_format *fmt, uint32_t shape[3], size_t *slot)
+{
+    *slot = 0;
+    for (Py_ssize_t i = 0; i < n && !*slot; i++) {
+        struct l3_info info;
+        if (l3_read_info(in[i].data, in[i].size, &info, NULL) == L3_OK)
+            l3gpu_output_shape(&info, fmt, shape, slot);
+    }
+    if (*slot)
+        return 0;
+    struct l3_info info0;
+    int st = l3_read_info(in[0].data, in[0].size, &info0, NULL);
+    PyErr_Format(l3py_error, "decode_batch: no image of the batch has a readable header "
+                             "(first: %s)", l3_strerror(st));
+    return -1;
+}
+
+static int cpu_decode_batch(BatchObject *b, const struct l3gpu_input *in, size_t n,
+                            const struct l3gpu_format *fmt, int *status, unsigned threads)
+{
+    if (l3py_batch_alloc_host(b))
+        return -1;
+    int st;
+    Py_BEGIN_ALLOW_THREADS
+    st = l3gpu_cpu_decode_batch(in, n, fmt, b->data, b->nbytes, NULL, status, threads);
+    Py_END_ALLOW_THREADS
+    if (st != L3GPU_OK && st != L3GPU_ERR_IMAGE) {
+        PyErr_Format(st == L3GPU_ERR_NOMEM ? PyExc_MemoryError : PyExc_RuntimeError,
+                     "l3: batch decode failed: %s", l3gpu_strerror(st));
+        return -1;
+    }
+    return 0;
+}
+
+/* strict=True with failures: l3.Error listing every failed image. */
+static void raise_failed(const int *status, Py_ssize_t n, int failed)
+{
+    PyObject *msg = PyUnicode_FromFormat("decode_batch: %d of %zd images failed:", failed, n);
+    for (Py_ssize_t i = 0; msg && i < n; i++) {
+        if (!status[i])
+            continue;
+        PyObject *m2 = PyUnicode_FromFormat("%U [%zd] %s;", msg, i,
+                                            l3gpu_image_strerror(status[i]));
+        Py_DECREF(msg);
+        msg = m2;
+    }
+    if (msg) {
+        PyErr_SetObject(l3py_error, msg);
+        Py_DECREF(msg);
+    }
+}
+
+PyObject *l3py_decode_batch(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *kwlist[] = {"bufs", "device", "layout", "dtype", "channels", "mean",
+                             "std", "scale", "threads", "strict", "stream", NULL};
+    PyObject *bufs, *device_obj = NULL, *dtype_obj = NULL, *channels_obj = Py_None;
+    PyObject *mean_obj = NULL, *std_obj = NULL, *scale_obj = NULL, *threads_obj = NULL;
+    const char *layout = "NCHW";
+    int strict = 0;
+    unsigned long long stream = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OsOOOOOOpK:decode_batch", kwlist, &bufs,
+                                     &device_obj, &layout, &dtype_obj, &channels_obj,
+                                     &mean_obj, &std_obj, &scale_obj, &threads_obj, &strict,
+                                     &stream))
+        return NULL;
+    struct l3gpu_format fmt;
+    l3gpu_format_init(&fmt);
+    int dev;
+    unsigned threads;
+    if (l3py_parse_device(device_obj, &dev) || l3py_parse_dtype(dtype_obj, &fmt.dtype) ||
+        l3py_parse_threads(threads_obj, &threads) ||
+        parse_format(layout, channels_obj, mean_obj, std_obj, scale_obj, &fmt))
+        return NULL;
+    if (dev >= 0 && l3py_cuda_prepare(dev))
+        return NULL;
+
+    PyObject *seq = PySequence_Fast(bufs, "bufs must be a sequence of bytes-like objects");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n == 0) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "decode_batch: empty batch");
+        return NULL;
+    }
+    Py_buffer *views = PyMem_Calloc((size_t)n, sizeof *views);
+    struct l3gpu_input *in = PyMem_Calloc((size_t)n, sizeof *in);
+    int *status = PyMem_Calloc((size_t)n, sizeof *status);
+    BatchObject *batch = NULL;
+    PyObject *result = NULL;
+    Py_ssize_t got = 0;
+    if (!views || !in || !status) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (; got < n; got++) {
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, got), &views[got], PyBUF_SIMPLE))
+            goto out;
+        in[got].data = views[got].buf;
+        in[got].size = (size_t)views[got].len;
+    }
+    uint32_t shape[3] = {0, 0, 0};
+    size_t slot;
+    if (batch_shape(in, n, &fmt, shape, &slot))
+        goto out;
+    if ((size_t)n > SIZE_MAX / slot) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    batch = l3py_batch_new(dev, fmt.dtype, n, shape, (size_t)n * slot);
+    if (!batch)
+        goto out;
+    if (dev < 0 ? cpu_decode_batch(batch, in, (size_t)n, &fmt, status, threads)
+                : l3py_cuda_decode_batch(batch, in, (size_t)n, &fmt, status, (uintptr_t)stream))
+        goto out;
+    int failed = l3py_batch_set_status(batch, status);
+    if (failed < 0)
+        goto out;
+    if (strict && failed) {
+        raise_failed(status, n, failed);
+        goto out;
+    }
+    result = (PyObject *)batch;
+    batch = NULL;
+out:
+    for (Py_ssize_t i = 0; i < got; i++)
+        PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    PyMem_Free(in);
+    PyMem_Free(status);
+    Py_DECREF(seq);
+    Py_XDECREF(batch);
+    return result;
+}

@@ -1,0 +1,101 @@
+/* l3py.h — what the rooms of the `l3._l3` extension share (internal header).
+ *
+ * The extension is split by concern:
+ *   module.c        method table, l3.Error, module init
+ *   args.c          keyword parsing shared by the decoders (threads, device, dtype, format)
+ *   codec.c         one image through libl3: l3.info, l3.decode, l3.encode (CPU)
+ *   batch.c         the l3.Batch object: its buffer, numpy/CUDA array interfaces, repr
+ *   dlpack.c        DLPack export of a Batch (__dlpack__, __dlpack_device__)
+ *   decode_batch.c  l3.decode_batch: inputs, output shape, statuses, the CPU batch path
+ *   cuda.c          the CUDA path: per-device contexts, device buffers, GPU batch decode
+ * The pure-Python package (python/l3/) re-exports all of it as `l3`.
+ */
+#ifndef L3PY_H
+#define L3PY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+/* one numpy C-API table for the whole extension, imported by module.c */
+#define PY_ARRAY_UNIQUE_SYMBOL l3py_numpy_api
+#ifndef L3PY_IMPORT_NUMPY
+#define NO_IMPORT_ARRAY
+#endif
+#include <numpy/arrayobject.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "l3.h"
+#include "l3gpu.h"
+
+#define L3PY_MAX_DEVICES 16
+
+/* ---- module.c ---- */
+extern PyObject *l3py_error; /* l3.Error(ValueError), with .status */
+/* Raises l3.Error("WHAT: <l3_strerror(st)>") with .status = st; returns NULL. */
+PyObject *l3py_raise_status(int st, const char *what);
+
+/* ---- args.c: each returns 0, or -1 with a Python exception set ---- */
+int l3py_parse_threads(PyObject *obj, unsigned *threads);  /* None/0: all CPUs (<= 256) */
+int l3py_parse_device(PyObject *obj, int *device);         /* -1: CPU, else CUDA index */
+int l3py_parse_dtype(PyObject *obj, int *dtype);           /* enum l3gpu_dtype */
+int l3py_parse_layout(const char *layout, int *layout_ret); /* enum l3gpu_layout */
+int l3py_parse_channels(PyObject *obj, int *channels);     /* None keeps 0 (native) */
+/* mean/std/scale: None (keep defaults), a number, or a sequence of 1..4 values;
+ * sets *given when one was passed. */
+int l3py_parse_floats(PyObject *obj, const char *name, float v[4], int *given);
+
+/* ---- codec.c ---- */
+PyObject *l3py_info(PyObject *self, PyObject *arg);
+PyObject *l3py_decode(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *l3py_encode(PyObject *self, PyObject *args, PyObject *kw);
+
+/* ---- batch.c ---- */
+typedef struct {
+    PyObject_HEAD
+    void *data;       /* host (posix_memalign) or device (cuda.c) memory */
+    size_t nbytes;
+    int device;       /* -1: CPU, else CUDA device index */
+    int dtype;        /* enum l3gpu_dtype */
+    int ndim;
+    int64_t shape[4];
+    PyObject *status; /* list of int */
+    PyObject *errors; /* list of str or None */
+    int exported;     /* number of live DLPack exports */
+} BatchObject;
+
+extern PyTypeObject l3py_batch_type;
+/* A new batch of shape (n, shape[0..2]) without memory (data NULL), or NULL. */
+BatchObject *l3py_batch_new(int device, int dtype, Py_ssize_t n, const uint32_t shape[3],
+                            size_t nbytes);
+/* Host memory for a CPU batch (2 MiB aligned, huge pages advised when large). */
+int l3py_batch_alloc_host(BatchObject *b);
+/* Fills .status and .errors from per-image statuses; returns the number failed, or -1. */
+int l3py_batch_set_status(BatchObject *b, const int *status);
+PyObject *l3py_batch_shape_tuple(const BatchObject *b);
+const char *l3py_dtype_name(int dtype);
+const char *l3py_dtype_typestr(int dtype);
+
+/* ---- dlpack.c ---- */
+PyObject *l3py_batch_dlpack(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *l3py_batch_dlpack_device(PyObject *self, PyObject *unused);
+
+/* ---- decode_batch.c ---- */
+PyObject *l3py_decode_batch(PyObject *self, PyObject *args, PyObject *kw);
+
+/* ---- cuda.c (every entry exists with or without CUDA support built) ---- */
+/* 0 when device DEV can be used now (its context created on first use), else
+ * -1 with RuntimeError: not built with CUDA, no usable device, or after fork(). */
+int l3py_cuda_prepare(int dev);
+/* Allocates b->data on the batch's device and decodes the batch into it,
+ * waiting for the result; per-image statuses in STATUS. 0, or -1 with an
+ * exception set (a failed image is a status, not an error). */
+int l3py_cuda_decode_batch(BatchObject *b, const struct l3gpu_input *in, size_t n,
+                           const struct l3gpu_format *fmt, int *status, uintptr_t stream);
+/* Frees device memory of a batch (nothing after fork(): the context is the parent's). */
+void l3py_cuda_free(int dev, void *data);
+PyObject *l3py_cuda_available(PyObject *self, PyObject *unused);
+extern const int l3py_built_with_cuda;
+
+#endif
