@@ -1,71 +1,84 @@
-/* decode.c — CPU decoder: validates, then decodes tiles (optionally on
- * several threads) with the shared routine of l3_tile.h. */
+/* decode.c — CPU decoder entry points: validates the file, then has
+ * dec_tiles.c decode the tiles (optionally on several threads) and writes
+ * them into the caller's image (or hands them to the caller's sink). */
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
 #include "l3_internal.h"
 
-struct dec {
-    const struct l3_hdr *hdr;
-    const uint8_t *payload;
-    uint8_t *out; /* NULL: verify only */
+/* The sink of l3_decode: writes a decoded tile into the interleaved image. */
+struct store {
+    uint8_t *out;
     size_t stride;
-    uint16_t *scratch; /* per worker: planes * tile area */
-    size_t scratch_per;
 };
 
-static int decode_tile(void *arg, unsigned worker, uint64_t t)
+static void store8(const struct l3_tile_out *t, uint8_t *o, size_t stride)
 {
-    struct dec *d = arg;
-    const struct l3_info *info = &d->hdr->info;
-    uint64_t b, e;
-    l3_tile_span(d->hdr->table, t, &b, &e);
-    uint32_t x0, y0, w, h;
-    l3_tile_rect(info->width, info->height, info->tile_width, info->tile_height, t,
-                 &x0, &y0, &w, &h);
-    uint16_t *buf = d->scratch + d->scratch_per * worker;
-    uint32_t flags;
-    unsigned planes = d->hdr->layout.planes;
-    int st = l3_tile_decode(d->payload + b, (size_t)(e - b), planes, w, h,
-                            info->bit_depth, buf, &flags);
-    if (st)
-        return st;
-    if (d->out) {
-        size_t sb = info->bit_depth > 8 ? 2 : 1;
-        uint8_t *o = d->out + (size_t)y0 * d->stride + (size_t)x0 * planes * sb;
-        l3_tile_store(buf, planes, w, h, info->bit_depth, flags, o, d->stride);
+    const unsigned P = t->channels;
+    for (uint32_t y = 0; y < t->h; y++, o += stride) {
+        const uint8_t *s[4];
+        for (unsigned p = 0; p < P; p++)
+            s[p] = (const uint8_t *)t->plane[p] + (size_t)y * t->stride;
+        switch (P) {
+        case 1: memcpy(o, s[0], t->w); break;
+        case 2:
+            for (uint32_t x = 0; x < t->w; x++) {
+                o[2 * x] = s[0][x];
+                o[2 * x + 1] = s[1][x];
+            }
+            break;
+        case 3:
+            for (uint32_t x = 0; x < t->w; x++) {
+                o[3 * x] = s[0][x];
+                o[3 * x + 1] = s[1][x];
+                o[3 * x + 2] = s[2][x];
+            }
+            break;
+        default:
+            for (uint32_t x = 0; x < t->w; x++) {
+                o[4 * x] = s[0][x];
+                o[4 * x + 1] = s[1][x];
+                o[4 * x + 2] = s[2][x];
+                o[4 * x + 3] = s[3][x];
+            }
+            break;
+        }
     }
+}
+
+static void store16(const struct l3_tile_out *t, uint8_t *o, size_t stride)
+{
+    const unsigned P = t->channels;
+    for (uint32_t y = 0; y < t->h; y++, o += stride) {
+        uint16_t *r = (uint16_t *)(void *)o;
+        for (unsigned p = 0; p < P; p++) {
+            const uint16_t *s = (const uint16_t *)t->plane[p] + (size_t)y * t->stride;
+            for (uint32_t x = 0; x < t->w; x++)
+                r[P * x + p] = s[x];
+        }
+    }
+}
+
+static int store_tile(void *arg, unsigned worker, const struct l3_tile_out *t)
+{
+    (void)worker;
+    const struct store *s = arg;
+    size_t sb = t->bit_depth > 8 ? 2 : 1;
+    uint8_t *o = s->out + (size_t)t->y0 * s->stride + (size_t)t->x0 * t->channels * sb;
+    if (sb == 1)
+        store8(t, o, s->stride);
+    else
+        store16(t, o, s->stride);
     return L3_OK;
 }
 
 /* Shared by decode and verify. out == NULL: check framing only. */
-static int run(const uint8_t *data, size_t size, const struct l3_hdr *hdr,
+static int run(const uint8_t *data, size_t size, const struct l3_hdr *hdr, uint32_t flags,
                uint8_t *out, size_t stride, unsigned threads, size_t mem_left)
 {
-    const struct l3_info *info = &hdr->info;
-    if (threads < 1)
-        threads = 1;
-    if (threads > 256)
-        threads = 256;
-    if (threads > hdr->layout.tile_count)
-        threads = hdr->layout.tile_count;
-    size_t per = (size_t)hdr->layout.planes * info->tile_width * info->tile_height;
-    if ((uint64_t)per * 2 * threads > mem_left)
-        return L3_ERR_LIMIT;
-    struct dec d;
-    d.hdr = hdr;
-    d.payload = data + hdr->layout.header_size;
-    d.out = out;
-    d.stride = stride;
-    d.scratch_per = per;
-    d.scratch = malloc(per * 2 * threads);
-    if (!d.scratch)
-        return L3_ERR_NOMEM;
-    (void)size;
-    int st = l3_parallel_tiles(hdr->layout.tile_count, threads, decode_tile, &d);
-    free(d.scratch);
-    return st;
+    struct store s = {out, stride};
+    return l3_dec_tiles(data, size, hdr, flags, threads, mem_left, out ? store_tile : NULL, &s);
 }
 
 /* Header + whole-file checks common to decode and verify. */
@@ -103,14 +116,14 @@ int l3_verify(const void *data, size_t size)
     st = check_payload(data, &hdr);
     if (st)
         return st;
-    return run(data, size, &hdr, NULL, 0, 1, L3_DEFAULT_MAX_MEMORY);
+    return run(data, size, &hdr, 0, NULL, 0, 1, L3_DEFAULT_MAX_MEMORY);
 }
 
 /* What l3_decode and l3_decode_alloc check first: options, header, pixel limit. */
 static int prepare(const void *data, size_t size, const struct l3_decode_options *opts,
                    struct l3_hdr *hdr, size_t *max_memory)
 {
-    if (opts && (opts->flags & ~L3_DECODE_VERIFY))
+    if (opts && (opts->flags & ~(L3_DECODE_VERIFY | L3_DECODE_SCALAR)))
         return L3_ERR_INVALID_ARG;
     int st = open_file(data, size, hdr);
     if (st)
@@ -148,7 +161,8 @@ int l3_decode(const void *data, size_t size, void *out, size_t out_size,
         if (st)
             return st;
     }
-    return run(data, size, &hdr, out, stride, opts ? opts->threads : 1, max_memory);
+    return run(data, size, &hdr, opts ? opts->flags : 0, out, stride, opts ? opts->threads : 1,
+               max_memory);
 }
 
 int l3_decode_alloc(const void *data, size_t size, const struct l3_decode_options *opts,
@@ -175,8 +189,8 @@ int l3_decode_alloc(const void *data, size_t size, const struct l3_decode_option
     void *px = malloc(need);
     if (!px)
         return L3_ERR_NOMEM;
-    st = run(data, size, &hdr, px, l3_row_bytes(&hdr.info), opts ? opts->threads : 1,
-             max_memory - need);
+    st = run(data, size, &hdr, opts ? opts->flags : 0, px, l3_row_bytes(&hdr.info),
+             opts ? opts->threads : 1, max_memory - need);
     if (st) {
         free(px);
         return st;
@@ -187,4 +201,23 @@ int l3_decode_alloc(const void *data, size_t size, const struct l3_decode_option
     if (info_ret)
         *info_ret = hdr.info;
     return L3_OK;
+}
+
+int l3_decode_tiles(const void *data, size_t size, const struct l3_decode_options *opts,
+                    l3_tile_sink sink, void *arg)
+{
+    if (!sink)
+        return L3_ERR_INVALID_ARG;
+    struct l3_hdr hdr;
+    size_t max_memory;
+    int st = prepare(data, size, opts, &hdr, &max_memory);
+    if (st)
+        return st;
+    if (opts && (opts->flags & L3_DECODE_VERIFY)) {
+        st = check_payload(data, &hdr);
+        if (st)
+            return st;
+    }
+    return l3_dec_tiles(data, size, &hdr, opts ? opts->flags : 0, opts ? opts->threads : 1,
+                        max_memory, sink, arg);
 }

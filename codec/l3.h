@@ -107,6 +107,9 @@ struct l3_limits {
 
 /* Flags for struct l3_decode_options.flags */
 #define L3_DECODE_VERIFY 0x1u /* check the payload checksum before decoding */
+#define L3_DECODE_SCALAR 0x2u /* use only the portable reference decoder (codec/l3_tile.h),
+                                 not the SIMD one: same statuses and pixels, slower; for
+                                 tests and comparisons */
 
 struct l3_decode_options {
     uint32_t flags;          /* L3_DECODE_* */
@@ -165,6 +168,42 @@ int l3_decode_alloc(const void *data, size_t size,
                     const struct l3_decode_options *opts,
                     void **pixels_ret, size_t *pixels_size_ret,
                     struct l3_info *info_ret);
+
+/* ---- per-tile decoding into the caller's own output ---- */
+
+/* One decoded tile, as l3_decode_tiles() hands it to its sink. The planes are
+ * the image's channels in channel order (gray / gray, alpha / R, G, B / R, G,
+ * B, A / palette index), the tile's colour transform already undone: sample
+ * (x, y) of the tile, channel c, is plane[c][y * stride + x] with x < w, y < h,
+ * a uint8_t when bit_depth <= 8 (sub-byte samples unpacked) and a uint16_t
+ * when bit_depth == 16 -- the values l3_decode() would write for pixel
+ * (x0 + x, y0 + y). The memory belongs to the decoder and is valid only
+ * during the sink call. */
+struct l3_tile_out {
+    uint32_t index;       /* tile number, row-major over the tile grid */
+    uint32_t x0, y0;      /* top-left pixel of the tile in the image */
+    uint32_t w, h;        /* tile size (edge tiles may be smaller) */
+    uint32_t channels;    /* planes in plane[] (1..4) */
+    uint32_t bit_depth;   /* 1, 2, 4, 8 or 16 */
+    size_t stride;        /* samples (not bytes) from one row of a plane to the next */
+    const void *plane[4]; /* channel c; NULL for c >= channels */
+};
+
+/* Receives one decoded tile. `worker` (< the decode's thread count) names the
+ * thread that calls it, for per-thread scratch. Return 0 to go on; any other
+ * value stops the decode, which returns that value. */
+typedef int (*l3_tile_sink)(void *arg, unsigned worker, const struct l3_tile_out *tile);
+
+/* Decodes every tile of an L3 buffer and hands each one to `sink` instead of
+ * writing an image: for callers that convert tiles straight into their own
+ * layout or type (planar, float, a tensor...). Same checks, options and
+ * statuses as l3_decode (opts may be NULL). The sink is called once per tile,
+ * in no particular order; with threads > 1 it is called from up to that many
+ * threads at once (different tiles, distinct `worker` values), so it must be
+ * thread-safe for distinct workers. Returns L3_OK after every tile was decoded
+ * and accepted; on an error, some tiles may already have been handed over. */
+int l3_decode_tiles(const void *data, size_t size, const struct l3_decode_options *opts,
+                    l3_tile_sink sink, void *arg);
 
 /* Encodes pixels described by `info` (width, height, color, channels,
  * bit_depth, palette, trns) with rows `stride` bytes apart (0 = tight). Sample

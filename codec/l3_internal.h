@@ -72,6 +72,43 @@ void l3_limits_resolve(const struct l3_limits *in, uint64_t *max_pixels,
 typedef int (*l3_tile_fn)(void *arg, unsigned worker, uint64_t tile);
 int l3_parallel_tiles(uint64_t tiles, unsigned threads, l3_tile_fn fn, void *arg);
 
+/* ---- tile decoding (dec_tiles.c): every tile of a validated file (hdr, parsed
+ * from data[0..size)) decoded and handed to sink (NULL: decode and check only).
+ * flags: L3_DECODE_SCALAR or 0. mem_left: bytes of scratch allowed. ---- */
+int l3_dec_tiles(const uint8_t *data, size_t size, const struct l3_hdr *hdr, uint32_t flags,
+                 unsigned threads, size_t mem_left, l3_tile_sink sink, void *arg);
+
+/* ---- SIMD lane decoder (dec_simd.c): up to L3_SIMD_MAX_LANES predicted plane
+ * streams of the same tile size decoded in lock-step, 8 per vector. ---- */
+#define L3_SIMD_MAX_LANES 32
+struct l3_simd_lane {
+    const uint8_t *stream; /* plane stream inside the file buffer */
+    uint32_t len;          /* its length in bytes */
+    uint32_t mode;         /* L3_PLANE_MED or _GRAD, optionally | L3_PLANE_SHORT */
+    uint8_t *out;          /* w * h samples, stride w */
+    uint32_t tag;          /* the caller's */
+};
+/* Whether this CPU runs the SIMD decoder (AVX2). */
+int l3_simd_available(void);
+/* Tiles per batch for images of `planes` planes. */
+uint32_t l3_simd_tiles_per_batch(uint32_t planes);
+/* Scratch bytes l3_simd_decode_planes needs for tiles `tile_width` wide (a
+ * multiple of 64). */
+size_t l3_simd_scratch_size(uint32_t tile_width);
+/* Whether a plane stream may go to the SIMD decoder: a mode it handles, and
+ * 4 readable bytes past the stream's end inside data[0..size). */
+int l3_simd_lane_ok(uint32_t mode, const uint8_t *stream, uint32_t len, const uint8_t *data,
+                    size_t size);
+/* Decodes lanes[0..n) (n <= L3_SIMD_MAX_LANES), planes of w x h samples of
+ * `depth` <= 8 bits, reading only inside data[0..size) (every lane passed
+ * l3_simd_lane_ok). Sets bit l of ok[] when lane l decoded with no anomaly (its
+ * output then equals the reference decoder's); any other lane must be decoded
+ * again by l3_tile_plane_decode(), which gives its status. scratch: 64-byte
+ * aligned, l3_simd_scratch_size(w) bytes. */
+void l3_simd_decode_planes(const struct l3_simd_lane *lanes, unsigned n, const uint8_t *data,
+                           uint32_t w, uint32_t h, unsigned depth, void *scratch,
+                           uint32_t ok[L3_SIMD_MAX_LANES / 32]);
+
 /* ---- streaming encoder (encode.c): l3_encode in three steps, so that tiles
  * can be encoded while the pixels below them are still being produced. ---- */
 struct l3_enc;

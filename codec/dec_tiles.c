@@ -1,0 +1,258 @@
+/* dec_tiles.c — decodes the tiles of a validated L3 file in batches and hands
+ * each decoded tile to a sink (struct l3_tile_out: channel planes, colour
+ * transform undone).
+ *
+ * Work is cut into batches of tiles of the same size (interior tiles, the
+ * right column, the bottom row, the corner), numbered without any table:
+ * batch b maps to its tiles by arithmetic. A batch's plane streams are decoded
+ * together: on x86-64 with AVX2, the predicted 8-bit-or-less planes run in
+ * lock-step in SIMD lanes (dec_simd.c); every other plane, and every lane the
+ * SIMD decoder flags, is decoded by the reference routine of l3_tile.h, which
+ * also gives the status. Statuses and samples are the same either way.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "l3_internal.h"
+
+/* Tiles per batch: enough lanes for the SIMD decoder (8 per vector). */
+#define BATCH_MAX L3_SIMD_MAX_LANES
+
+struct dec_tiles {
+    const struct l3_hdr *hdr;
+    const uint8_t *data;    /* the whole file */
+    size_t size;
+    const uint8_t *payload;
+    uint32_t depth, planes, area;  /* area: tile_width * tile_height */
+    uint32_t per_batch;            /* tiles per batch */
+    /* tile grid split into classes of equal tile size */
+    uint32_t fx, fy;       /* full tiles per row / column */
+    uint32_t tiles_x, tiles_y;
+    uint64_t nbatch[4];    /* batches per class: full, right column, bottom row, corner */
+    int simd;              /* the SIMD lane decoder may be used */
+    l3_tile_sink sink;
+    void *arg;
+    uint8_t *scratch;      /* per worker: scratch_per bytes */
+    size_t scratch_per;
+};
+
+/* Tile indices of batch b; returns how many. */
+static uint32_t batch_tiles(const struct dec_tiles *d, uint64_t b, uint32_t tile[BATCH_MAX])
+{
+    uint32_t pb = d->per_batch, n = 0;
+    uint64_t first;
+    if (b < d->nbatch[0]) { /* full tiles, row-major among themselves */
+        uint64_t total = (uint64_t)d->fx * d->fy;
+        first = b * pb;
+        for (uint64_t k = first; k < total && n < pb; k++, n++)
+            tile[n] = (uint32_t)((k / d->fx) * d->tiles_x + k % d->fx);
+        return n;
+    }
+    b -= d->nbatch[0];
+    if (b < d->nbatch[1]) { /* right column: x = fx, rows 0..fy-1 */
+        first = b * pb;
+        for (uint64_t k = first; k < d->fy && n < pb; k++, n++)
+            tile[n] = (uint32_t)(k * d->tiles_x + d->fx);
+        return n;
+    }
+    b -= d->nbatch[1];
+    if (b < d->nbatch[2]) { /* bottom row: y = fy, columns 0..fx-1 */
+        first = b * pb;
+        for (uint64_t k = first; k < d->fx && n < pb; k++, n++)
+            tile[n] = (uint32_t)((uint64_t)d->fy * d->tiles_x + k);
+        return n;
+    }
+    tile[0] = (uint32_t)((uint64_t)d->fy * d->tiles_x + d->fx); /* corner */
+    return 1;
+}
+
+/* Narrows a decoded uint16 plane to bytes (depth <= 8). */
+static void narrow(const uint16_t *s, uint8_t *o, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        o[i] = (uint8_t)s[i];
+}
+
+/* Undoes the colour transform on channel planes: R += G, B += G (mod 2^depth). */
+static void unxform8(uint8_t *r, const uint8_t *g, uint8_t *b, size_t n, uint32_t mask)
+{
+    for (size_t i = 0; i < n; i++) {
+        r[i] = (uint8_t)((r[i] + g[i]) & mask);
+        b[i] = (uint8_t)((b[i] + g[i]) & mask);
+    }
+}
+
+static void unxform16(uint16_t *r, const uint16_t *g, uint16_t *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        r[i] = (uint16_t)(r[i] + g[i]);
+        b[i] = (uint16_t)(b[i] + g[i]);
+    }
+}
+
+/* Scratch layout of one worker:
+ *   u8 planes  [per_batch][planes][area]   (depth <= 8)
+ *   u16 planes [planes][area]              (one tile through the reference decoder)
+ *   SIMD state (l3_simd_scratch_size) */
+static size_t scratch_size(uint32_t per_batch, uint32_t planes, uint32_t area, uint32_t tw)
+{
+    size_t s = (size_t)per_batch * planes * area + (size_t)planes * area * 2;
+    s = (s + 63) & ~(size_t)63;
+    return s + l3_simd_scratch_size(tw);
+}
+
+/* Hands tile `t` (planes in `pl`, stride w) to the sink. */
+static int emit(const struct dec_tiles *d, unsigned worker, uint32_t t, uint32_t x0,
+                uint32_t y0, uint32_t w, uint32_t h, void *const pl[4])
+{
+    if (!d->sink)
+        return L3_OK;
+    struct l3_tile_out to;
+    to.index = t;
+    to.x0 = x0;
+    to.y0 = y0;
+    to.w = w;
+    to.h = h;
+    to.channels = d->planes;
+    to.bit_depth = d->depth;
+    to.stride = w;
+    for (unsigned p = 0; p < 4; p++)
+        to.plane[p] = p < d->planes ? pl[p] : NULL;
+    return d->sink(d->arg, worker, &to);
+}
+
+static int decode_batch(void *arg, unsigned worker, uint64_t b)
+{
+    struct dec_tiles *d = arg;
+    const struct l3_info *info = &d->hdr->info;
+    uint32_t tile[BATCH_MAX];
+    uint32_t n = batch_tiles(d, b, tile);
+    uint8_t *scr = d->scratch + d->scratch_per * worker;
+    const uint32_t P = d->planes, A = d->area;
+    uint8_t *u8 = scr;
+    uint16_t *u16 = (uint16_t *)(scr + (size_t)d->per_batch * P * A);
+    uint8_t *simd_scr =
+        scr + (((size_t)d->per_batch * P * A + (size_t)P * A * 2 + 63) & ~(size_t)63);
+    uint32_t x0, y0, w, h;
+    l3_tile_rect(info->width, info->height, info->tile_width, info->tile_height, tile[0], &x0,
+                 &y0, &w, &h);
+    const size_t ps = (size_t)w * h; /* every tile of a batch has this size */
+
+    struct l3_tile_header th[BATCH_MAX];
+    const uint8_t *tdata[BATCH_MAX];
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t tb, te;
+        l3_tile_span(d->hdr->table, tile[i], &tb, &te);
+        tdata[i] = d->payload + tb;
+        if (l3_tile_parse(tdata[i], (size_t)(te - tb), P, &th[i]))
+            return L3_ERR_CORRUPT;
+    }
+
+    /* Which planes go through the SIMD decoder; done[i] bit p: plane p of
+     * tile i is decoded. */
+    uint32_t done[BATCH_MAX] = {0};
+    if (d->simd) {
+        struct l3_simd_lane lanes[L3_SIMD_MAX_LANES];
+        unsigned nl = 0;
+        for (uint32_t i = 0; i < n; i++)
+            for (uint32_t p = 0; p < P; p++) {
+                const uint8_t *s = tdata[i] + th[i].off[p];
+                if (!l3_simd_lane_ok(th[i].mode[p], s, th[i].len[p], d->data, d->size))
+                    continue;
+                lanes[nl].stream = s;
+                lanes[nl].len = th[i].len[p];
+                lanes[nl].mode = th[i].mode[p];
+                lanes[nl].out = u8 + ((size_t)i * P + p) * ps;
+                lanes[nl].tag = i * 4 + p;
+                nl++;
+            }
+        if (nl) {
+            uint32_t ok[L3_SIMD_MAX_LANES / 32];
+            l3_simd_decode_planes(lanes, nl, d->data, w, h, d->depth, simd_scr, ok);
+            for (unsigned l = 0; l < nl; l++)
+                if (ok[l / 32] >> (l % 32) & 1)
+                    done[lanes[l].tag / 4] |= 1u << (lanes[l].tag % 4);
+        }
+    }
+
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t tx0, ty0, tw, tht;
+        l3_tile_rect(info->width, info->height, info->tile_width, info->tile_height, tile[i],
+                     &tx0, &ty0, &tw, &tht);
+        void *pl[4] = {NULL, NULL, NULL, NULL};
+        for (uint32_t p = 0; p < P; p++) {
+            if (done[i] >> p & 1) {
+                pl[p] = u8 + ((size_t)i * P + p) * ps;
+                continue;
+            }
+            uint16_t *dst = u16 + (size_t)p * ps;
+            int st = l3_tile_plane_decode(tdata[i] + th[i].off[p], th[i].len[p], th[i].mode[p],
+                                          w, h, d->depth, dst);
+            if (st)
+                return st;
+            if (d->depth <= 8) {
+                uint8_t *o = u8 + ((size_t)i * P + p) * ps;
+                narrow(dst, o, ps);
+                pl[p] = o;
+            } else {
+                pl[p] = dst;
+            }
+        }
+        if (th[i].flags & L3_TILE_XFORM_G) {
+            if (d->depth <= 8)
+                unxform8(pl[0], pl[1], pl[2], ps, (1u << d->depth) - 1);
+            else
+                unxform16(pl[0], pl[1], pl[2], ps);
+        }
+        int st = emit(d, worker, tile[i], tx0, ty0, w, h, pl);
+        if (st)
+            return st;
+    }
+    return L3_OK;
+}
+
+int l3_dec_tiles(const uint8_t *data, size_t size, const struct l3_hdr *hdr, uint32_t flags,
+                 unsigned threads, size_t mem_left, l3_tile_sink sink, void *arg)
+{
+    const struct l3_info *info = &hdr->info;
+    struct dec_tiles d;
+    memset(&d, 0, sizeof d);
+    d.hdr = hdr;
+    d.data = data;
+    d.size = size;
+    d.payload = data + hdr->layout.header_size;
+    d.depth = info->bit_depth;
+    d.planes = hdr->layout.planes;
+    d.area = info->tile_width * info->tile_height;
+    d.simd = !(flags & L3_DECODE_SCALAR) && d.depth <= 8 && l3_simd_available();
+    d.per_batch = d.simd ? l3_simd_tiles_per_batch(d.planes) : 1;
+    d.sink = sink;
+    d.arg = arg;
+    d.tiles_x = info->tiles_x;
+    d.tiles_y = info->tiles_y;
+    d.fx = info->width / info->tile_width;
+    d.fy = info->height / info->tile_height;
+    uint32_t rx = d.tiles_x - d.fx, ry = d.tiles_y - d.fy; /* 0 or 1 */
+    uint64_t pb = d.per_batch;
+    d.nbatch[0] = ((uint64_t)d.fx * d.fy + pb - 1) / pb;
+    d.nbatch[1] = rx ? (d.fy + pb - 1) / pb : 0;
+    d.nbatch[2] = ry ? (d.fx + pb - 1) / pb : 0;
+    d.nbatch[3] = rx && ry;
+    uint64_t batches = d.nbatch[0] + d.nbatch[1] + d.nbatch[2] + d.nbatch[3];
+
+    if (threads < 1)
+        threads = 1;
+    if (threads > 256)
+        threads = 256;
+    if (threads > batches)
+        threads = (unsigned)batches;
+    d.scratch_per = scratch_size(d.per_batch, d.planes, d.area, info->tile_width);
+    if ((uint64_t)d.scratch_per * threads > mem_left)
+        return L3_ERR_LIMIT;
+    d.scratch = aligned_alloc(64, d.scratch_per * threads);
+    if (!d.scratch)
+        return L3_ERR_NOMEM;
+    int st = l3_parallel_tiles(batches, threads, decode_batch, &d);
+    free(d.scratch);
+    return st;
+}

@@ -1,0 +1,251 @@
+/* test_decode_tiles.c — l3_decode_tiles() (decoded tiles handed to a sink) and
+ * the agreement of the SIMD and the reference (L3_DECODE_SCALAR) decoders:
+ * same status and same samples on valid and on corrupted files. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "l3.h"
+
+static const unsigned depths_of[5][5] = {
+    {1, 2, 4, 8, 16}, {8, 16}, {8, 16}, {8, 16}, {1, 2, 4, 8}};
+static const unsigned ndepths[5] = {5, 2, 2, 2, 4};
+
+/* A sink that assembles the tiles into an interleaved image (l3_decode's
+ * layout) and counts how often each tile arrives. */
+struct assemble {
+    pthread_mutex_t lock;
+    const struct l3_info *info;
+    uint8_t *img;
+    unsigned *seen; /* per tile */
+    unsigned max_worker;
+    int bad; /* a field of struct l3_tile_out was wrong */
+};
+
+static int assemble_tile(void *arg, unsigned worker, const struct l3_tile_out *t)
+{
+    struct assemble *a = arg;
+    const struct l3_info *in = a->info;
+    size_t sb = in->bit_depth > 8 ? 2 : 1;
+    size_t row = l3_row_bytes(in);
+    uint32_t tx = t->x0 / in->tile_width, ty = t->y0 / in->tile_height;
+    uint32_t ew = in->width - t->x0 < in->tile_width ? in->width - t->x0 : in->tile_width;
+    uint32_t eh = in->height - t->y0 < in->tile_height ? in->height - t->y0 : in->tile_height;
+    pthread_mutex_lock(&a->lock);
+    if (t->index != ty * in->tiles_x + tx || t->x0 % in->tile_width || t->y0 % in->tile_height ||
+        t->w != ew || t->h != eh || t->channels != in->channels ||
+        t->bit_depth != in->bit_depth || t->stride < t->w)
+        a->bad = 1;
+    for (unsigned c = 0; c < 4; c++)
+        if ((c < t->channels) != (t->plane[c] != NULL))
+            a->bad = 1;
+    if (worker > a->max_worker)
+        a->max_worker = worker;
+    if (!a->bad) {
+        a->seen[t->index]++;
+        for (uint32_t y = 0; y < t->h; y++)
+            for (uint32_t x = 0; x < t->w; x++)
+                for (unsigned c = 0; c < t->channels; c++) {
+                    uint8_t *o = a->img + (size_t)(t->y0 + y) * row +
+                                 ((size_t)(t->x0 + x) * in->channels + c) * sb;
+                    size_t i = (size_t)y * t->stride + x;
+                    if (sb == 1)
+                        *o = ((const uint8_t *)t->plane[c])[i];
+                    else
+                        memcpy(o, (const uint16_t *)t->plane[c] + i, 2);
+                }
+    }
+    pthread_mutex_unlock(&a->lock);
+    return 0;
+}
+
+/* l3_decode_tiles on f with the given threads and flags must give exactly
+ * l3_decode's image, every tile once. */
+static void check_tiles(const void *f, size_t n, unsigned threads, uint32_t flags)
+{
+    struct l3_info info;
+    cr_assert_eq(l3_read_info(f, n, &info, NULL), L3_OK);
+    size_t raw = l3_decoded_size(&info, 0);
+    uint8_t *want = malloc(raw), *got = calloc(1, raw);
+    struct l3_decode_options o = {0};
+    o.flags = flags;
+    cr_assert_eq(l3_decode(f, n, want, raw, 0, &o), L3_OK);
+    struct assemble a;
+    memset(&a, 0, sizeof a);
+    pthread_mutex_init(&a.lock, NULL);
+    a.info = &info;
+    a.img = got;
+    a.seen = calloc((size_t)info.tiles_x * info.tiles_y, sizeof *a.seen);
+    o.threads = threads;
+    cr_assert_eq(l3_decode_tiles(f, n, &o, assemble_tile, &a), L3_OK);
+    cr_assert_eq(a.bad, 0, "a tile description was wrong (%ux%u color %u depth %u)",
+                 info.width, info.height, info.color, info.bit_depth);
+    cr_assert_lt(a.max_worker, threads ? threads : 1);
+    for (size_t t = 0; t < (size_t)info.tiles_x * info.tiles_y; t++)
+        cr_assert_eq(a.seen[t], 1, "tile %zu handed over %u times", t, a.seen[t]);
+    cr_assert_eq(memcmp(want, got, raw), 0, "tiles differ from l3_decode (%ux%u color %u)",
+                 info.width, info.height, info.color);
+    pthread_mutex_destroy(&a.lock);
+    free(a.seen);
+    free(want);
+    free(got);
+}
+
+static void *encode_or_fail(const struct l3_info *info, const void *px, uint32_t tile,
+                            int effort, size_t *n)
+{
+    struct l3_encode_options eo = {0};
+    eo.tile_width = eo.tile_height = tile;
+    eo.effort = effort;
+    void *out = NULL;
+    int st = l3_encode(info, px, 0, &eo, &out, n);
+    cr_assert_eq(st, L3_OK, "encode: %s", l3_strerror(st));
+    return out;
+}
+
+Test(decode_tiles, every_model_depth_and_edge)
+{
+    static const uint32_t sizes[][2] = {{1, 1}, {29, 3}, {64, 64}, {130, 67}, {200, 129}};
+    for (unsigned color = 0; color < 5; color++)
+        for (unsigned di = 0; di < ndepths[color]; di++)
+            for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+                struct l3_info info;
+                th_info(&info, color, depths_of[color][di], sizes[si][0], sizes[si][1]);
+                void *px = th_image(&info, TH_MIXED, si + 3 * color, NULL);
+                size_t n;
+                void *f = encode_or_fail(&info, px, si == 4 ? 32 : 0, 0, &n);
+                check_tiles(f, n, 1, 0);
+                check_tiles(f, n, 3, 0);
+                check_tiles(f, n, 2, L3_DECODE_SCALAR);
+                free(px);
+                l3_free(f);
+            }
+}
+
+static int stop_at_third(void *arg, unsigned worker, const struct l3_tile_out *t)
+{
+    (void)worker, (void)t;
+    int *calls = arg;
+    return __atomic_add_fetch(calls, 1, __ATOMIC_SEQ_CST) == 3 ? 4242 : 0;
+}
+
+Test(decode_tiles, sink_status_and_bad_arguments)
+{
+    struct l3_info info;
+    th_info(&info, L3_COLOR_RGB, 8, 300, 200);
+    void *px = th_image(&info, TH_NOISE, 1, NULL);
+    size_t n;
+    void *f = encode_or_fail(&info, px, 32, 0, &n);
+    int calls = 0;
+    cr_assert_eq(l3_decode_tiles(f, n, NULL, stop_at_third, &calls), 4242);
+    cr_assert_eq(calls, 3, "the decode went on after the sink said stop");
+    cr_assert_eq(l3_decode_tiles(f, n, NULL, NULL, NULL), L3_ERR_INVALID_ARG);
+    cr_assert_eq(l3_decode_tiles(NULL, n, NULL, stop_at_third, &calls), L3_ERR_INVALID_ARG);
+    cr_assert_eq(l3_decode_tiles(f, n - 1, NULL, stop_at_third, &calls), L3_ERR_TRUNCATED);
+    struct l3_decode_options o = {0};
+    o.limits.max_pixels = 300 * 200 - 1;
+    cr_assert_eq(l3_decode_tiles(f, n, &o, stop_at_third, &calls), L3_ERR_LIMIT);
+    o.limits.max_pixels = 0;
+    o.flags = 0x80;
+    cr_assert_eq(l3_decode_tiles(f, n, &o, stop_at_third, &calls), L3_ERR_INVALID_ARG);
+    /* a corrupt payload is caught by VERIFY before any tile is handed over */
+    uint8_t *g = malloc(n);
+    memcpy(g, f, n);
+    g[n - 1] ^= 1;
+    o.flags = L3_DECODE_VERIFY;
+    calls = 0;
+    cr_assert_eq(l3_decode_tiles(g, n, &o, stop_at_third, &calls), L3_ERR_PAYLOAD_CHECKSUM);
+    cr_assert_eq(calls, 0);
+    free(g);
+    free(px);
+    l3_free(f);
+}
+
+/* ---------------------------------------------------------------- SIMD vs reference */
+
+/* Decodes with both decoders (1 and 2 threads): same status; same samples on
+ * success. */
+static void parity(const uint8_t *f, size_t n, size_t raw, const char *what)
+{
+    uint8_t *a = malloc(raw ? raw : 1), *b = malloc(raw ? raw : 1);
+    for (unsigned threads = 1; threads <= 2; threads++) {
+        struct l3_decode_options o = {0};
+        o.threads = threads;
+        o.flags = L3_DECODE_SCALAR;
+        memset(a, 0, raw);
+        memset(b, 0, raw);
+        int sa = l3_decode(f, n, a, raw, 0, &o);
+        o.flags = 0;
+        int sb = l3_decode(f, n, b, raw, 0, &o);
+        cr_assert_eq(sa, sb, "%s: reference %s, SIMD %s", what, l3_strerror(sa),
+                     l3_strerror(sb));
+        if (sa == L3_OK)
+            cr_assert_eq(memcmp(a, b, raw), 0, "%s: samples differ", what);
+    }
+    free(a);
+    free(b);
+}
+
+Test(decode_tiles, simd_matches_reference_on_valid_files)
+{
+    static const uint32_t sizes[][2] = {{64, 64}, {512, 128}, {333, 197}, {8, 300}};
+    for (unsigned color = 0; color < 5; color++)
+        for (unsigned di = 0; di < ndepths[color]; di++)
+            for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+                for (int pat = TH_NOISE; pat <= TH_MIXED; pat++) {
+                    struct l3_info info;
+                    th_info(&info, color, depths_of[color][di], sizes[si][0], sizes[si][1]);
+                    void *px = th_image(&info, (enum th_pattern)pat, si * 7 + pat, NULL);
+                    size_t n;
+                    uint8_t *f = encode_or_fail(&info, px, si == 2 ? 48 : 0, pat == TH_MAX ? -1 : 0, &n);
+                    char what[96];
+                    snprintf(what, sizeof what, "color %u depth %u %ux%u pattern %d", color,
+                             info.bit_depth, info.width, info.height, pat);
+                    parity(f, n, l3_decoded_size(&info, 0), what);
+                    free(px);
+                    l3_free(f);
+                }
+}
+
+Test(decode_tiles, simd_matches_reference_on_corrupt_files)
+{
+    /* bit flips, byte changes and zeroed runs in the payload, header resealed */
+    for (unsigned color = 0; color < 5; color++) {
+        unsigned depth = color == L3_COLOR_PALETTE ? 4 : 8;
+        struct l3_info info;
+        th_info(&info, color, depth, 200, 130);
+        void *px = th_image(&info, TH_MIXED, 11 + color, NULL);
+        size_t n;
+        uint8_t *f = encode_or_fail(&info, px, 0, 0, &n);
+        struct l3_layout lay;
+        cr_assert_eq(l3_read_layout(f, n, NULL, &lay, NULL), L3_OK);
+        size_t raw = l3_decoded_size(&info, 0);
+        uint8_t *g = malloc(n);
+        uint64_t s = 99 + color;
+        for (int trial = 0; trial < 400; trial++) {
+            memcpy(g, f, n);
+            size_t pos = lay.header_size + th_rand(&s) % lay.payload_size;
+            switch (trial % 3) {
+            case 0: g[pos] ^= (uint8_t)(1u << (th_rand(&s) % 8)); break;
+            case 1: g[pos] = (uint8_t)th_rand(&s); break;
+            default: {
+                size_t len = 1 + th_rand(&s) % 24;
+                if (len > n - pos)
+                    len = n - pos;
+                memset(g + pos, trial & 4 ? 0xff : 0, len);
+            }
+            }
+            /* l3_decode does not check the payload checksum: the change
+             * reaches the tile decoders */
+            char what[64];
+            snprintf(what, sizeof what, "color %u trial %d at %zu", color, trial, pos);
+            parity(g, n, raw, what);
+        }
+        free(g);
+        free(px);
+        l3_free(f);
+    }
+}
