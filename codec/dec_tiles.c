@@ -94,11 +94,16 @@ static void unxform16(uint16_t *r, const uint16_t *g, uint16_t *b, size_t n)
  *   u8 planes  [per_batch][planes][area]   (depth <= 8)
  *   u16 planes [planes][area]              (one tile through the reference decoder)
  *   SIMD state (l3_simd_scratch_size) */
+#define ALIGN64(n) (((n) + 63) & ~(size_t)63)
+static size_t u8_bytes(uint32_t per_batch, uint32_t planes, uint32_t area)
+{
+    return ALIGN64((size_t)per_batch * planes * area);
+}
+
 static size_t scratch_size(uint32_t per_batch, uint32_t planes, uint32_t area, uint32_t tw)
 {
-    size_t s = (size_t)per_batch * planes * area + (size_t)planes * area * 2;
-    s = (s + 63) & ~(size_t)63;
-    return s + l3_simd_scratch_size(tw);
+    return u8_bytes(per_batch, planes, area) + ALIGN64((size_t)planes * area * 2) +
+           l3_simd_scratch_size(tw);
 }
 
 /* Hands tile `t` (planes in `pl`, stride w) to the sink. */
@@ -130,9 +135,8 @@ static int decode_batch(void *arg, unsigned worker, uint64_t b)
     uint8_t *scr = d->scratch + d->scratch_per * worker;
     const uint32_t P = d->planes, A = d->area;
     uint8_t *u8 = scr;
-    uint16_t *u16 = (uint16_t *)(scr + (size_t)d->per_batch * P * A);
-    uint8_t *simd_scr =
-        scr + (((size_t)d->per_batch * P * A + (size_t)P * A * 2 + 63) & ~(size_t)63);
+    uint16_t *u16 = (uint16_t *)(void *)(scr + u8_bytes(d->per_batch, P, A));
+    uint8_t *simd_scr = scr + u8_bytes(d->per_batch, P, A) + ALIGN64((size_t)P * A * 2);
     uint32_t x0, y0, w, h;
     l3_tile_rect(info->width, info->height, info->tile_width, info->tile_height, tile[0], &x0,
                  &y0, &w, &h);
