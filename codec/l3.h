@@ -27,10 +27,19 @@
 extern "C" {
 #endif
 
-#define L3_VERSION_MAJOR 1
-#define L3_VERSION_MINOR 0
-#define L3_VERSION_PATCH 0
-#define L3_VERSION_STRING "1.0.0"
+/* L3_VERSION_MAJOR, _MINOR, _PATCH and L3_VERSION_STRING: the project's one
+ * version (meson.build's project()), generated into l3_version.h. */
+#include "l3_version.h"
+
+/* L3_API marks the public functions: the shared library is built with hidden
+ * visibility and exports these and nothing else. */
+#ifndef L3_API
+#if defined(__GNUC__) || defined(__clang__)
+#define L3_API __attribute__((visibility("default")))
+#else
+#define L3_API
+#endif
+#endif
 
 /* Version of the on-disk format written by this library (header field). */
 #define L3_FORMAT_VERSION 1
@@ -56,7 +65,7 @@ enum l3_status {
 };
 
 /* A static English string for a status code; never NULL. */
-const char *l3_strerror(int status);
+L3_API const char *l3_strerror(int status);
 
 /* Colour model of an image (header field; values are stable). */
 enum l3_color {
@@ -90,10 +99,10 @@ struct l3_info {
 #define L3_MAX_DIM 1048576u /* largest width or height the format allows */
 
 /* Bytes of one decoded sample (1 or 2) and of one tightly packed row. */
-size_t l3_sample_bytes(const struct l3_info *info);
-size_t l3_row_bytes(const struct l3_info *info);
+L3_API size_t l3_sample_bytes(const struct l3_info *info);
+L3_API size_t l3_row_bytes(const struct l3_info *info);
 /* Bytes of the whole decoded image at the given stride (0 = tight). */
-size_t l3_decoded_size(const struct l3_info *info, size_t stride);
+L3_API size_t l3_decoded_size(const struct l3_info *info, size_t stride);
 
 /* Limits against decompression bombs and hostile input. Zero fields mean
  * "use the default". */
@@ -132,8 +141,8 @@ struct l3_encode_options {
  * buffer without decoding pixels. `size` may be the whole file or only a
  * prefix: with a prefix too short for the header + tile table it returns
  * L3_ERR_TRUNCATED and sets *needed_ret (if not NULL) to the bytes required. */
-int l3_read_info(const void *data, size_t size, struct l3_info *info_ret,
-                 size_t *needed_ret);
+L3_API int l3_read_info(const void *data, size_t size, struct l3_info *info_ret,
+                        size_t *needed_ret);
 
 /* Where the parts of a validated file are: what a batch (GPU) decoder needs
  * next to struct l3_info. The payload starts at header_size; the tile table is
@@ -150,24 +159,24 @@ struct l3_layout {
 };
 
 /* l3_read_info() plus the layout; same validation and prefix semantics. */
-int l3_read_layout(const void *data, size_t size, struct l3_info *info_ret,
-                   struct l3_layout *layout_ret, size_t *needed_ret);
+L3_API int l3_read_layout(const void *data, size_t size, struct l3_info *info_ret,
+                          struct l3_layout *layout_ret, size_t *needed_ret);
 
 /* Verifies header and payload checksums and every tile's framing, without
  * writing pixels. */
-int l3_verify(const void *data, size_t size);
+L3_API int l3_verify(const void *data, size_t size);
 
 /* Decodes a whole L3 buffer into `out` (out_size bytes, rows `stride` bytes
  * apart; stride 0 = tight). For 16-bit images `out` and `stride` must be
  * 2-byte aligned (else L3_ERR_INVALID_ARG). `opts` may be NULL for defaults. */
-int l3_decode(const void *data, size_t size, void *out, size_t out_size,
-              size_t stride, const struct l3_decode_options *opts);
+L3_API int l3_decode(const void *data, size_t size, void *out, size_t out_size,
+                     size_t stride, const struct l3_decode_options *opts);
 
 /* Same, allocating the output (tight stride); *info_ret optional. */
-int l3_decode_alloc(const void *data, size_t size,
-                    const struct l3_decode_options *opts,
-                    void **pixels_ret, size_t *pixels_size_ret,
-                    struct l3_info *info_ret);
+L3_API int l3_decode_alloc(const void *data, size_t size,
+                           const struct l3_decode_options *opts,
+                           void **pixels_ret, size_t *pixels_size_ret,
+                           struct l3_info *info_ret);
 
 /* ---- per-tile decoding into the caller's own output ---- */
 
@@ -202,16 +211,17 @@ typedef int (*l3_tile_sink)(void *arg, unsigned worker, const struct l3_tile_out
  * threads at once (different tiles, distinct `worker` values), so it must be
  * thread-safe for distinct workers. Returns L3_OK after every tile was decoded
  * and accepted; on an error, some tiles may already have been handed over. */
-int l3_decode_tiles(const void *data, size_t size, const struct l3_decode_options *opts,
-                    l3_tile_sink sink, void *arg);
+L3_API int l3_decode_tiles(const void *data, size_t size,
+                           const struct l3_decode_options *opts, l3_tile_sink sink,
+                           void *arg);
 
 /* Encodes pixels described by `info` (width, height, color, channels,
  * bit_depth, palette, trns) with rows `stride` bytes apart (0 = tight). Sample
  * values must fit bit_depth (and be < palette_len for palette images), else
  * L3_ERR_INVALID_ARG. */
-int l3_encode(const struct l3_info *info, const void *pixels, size_t stride,
-              const struct l3_encode_options *opts, void **out_ret,
-              size_t *size_ret);
+L3_API int l3_encode(const struct l3_info *info, const void *pixels, size_t stride,
+                     const struct l3_encode_options *opts, void **out_ret,
+                     size_t *size_ret);
 
 /* ---- PNG side (libpng) ---- */
 
@@ -219,28 +229,28 @@ int l3_encode(const struct l3_info *info, const void *pixels, size_t stride,
  * no gamma or colour conversion, 16-bit kept, palette kept as indices,
  * sub-byte samples unpacked, interlacing removed. *info_ret describes it.
  * A PNG over the limits fails with L3_ERR_LIMIT before pixels are allocated. */
-int l3_png_decode(const void *png, size_t png_size, const struct l3_limits *limits,
-                  struct l3_info *info_ret, void **pixels_ret, size_t *pixels_size_ret);
-int l3_png_decode_fd(int fd, const struct l3_limits *limits,
-                     struct l3_info *info_ret, void **pixels_ret,
-                     size_t *pixels_size_ret);
+L3_API int l3_png_decode(const void *png, size_t png_size, const struct l3_limits *limits,
+                         struct l3_info *info_ret, void **pixels_ret, size_t *pixels_size_ret);
+L3_API int l3_png_decode_fd(int fd, const struct l3_limits *limits,
+                            struct l3_info *info_ret, void **pixels_ret,
+                            size_t *pixels_size_ret);
 
 /* Writes pixels as a PNG of the colour type and bit depth `info` names. */
-int l3_png_encode(const struct l3_info *info, const void *pixels, size_t stride,
-                  void **png_ret, size_t *png_size_ret);
+L3_API int l3_png_encode(const struct l3_info *info, const void *pixels, size_t stride,
+                         void **png_ret, size_t *png_size_ret);
 
 /* PNG -> L3 in one call. */
-int l3_transcode_png(const void *png, size_t png_size,
-                     const struct l3_encode_options *opts, void **out_ret,
-                     size_t *size_ret);
-int l3_transcode_png_fd(int fd, const struct l3_encode_options *opts,
-                        void **out_ret, size_t *size_ret);
+L3_API int l3_transcode_png(const void *png, size_t png_size,
+                            const struct l3_encode_options *opts, void **out_ret,
+                            size_t *size_ret);
+L3_API int l3_transcode_png_fd(int fd, const struct l3_encode_options *opts,
+                               void **out_ret, size_t *size_ret);
 
 /* True (1) when the buffer starts with the 8-byte PNG signature. */
-int l3_is_png(const void *data, size_t size);
+L3_API int l3_is_png(const void *data, size_t size);
 
 /* Releases a buffer this library returned; NULL is fine. */
-void l3_free(void *p);
+L3_API void l3_free(void *p);
 
 #ifdef __cplusplus
 }

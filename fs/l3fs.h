@@ -14,11 +14,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "l3_version.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define L3FS_VERSION_STRING "0.1.0"
+#define L3FS_VERSION_STRING L3_VERSION_STRING /* the project's one version */
 /* Name of the hidden introspection directory at the mount root. */
 #define L3FS_CTL_DIR ".l3fs"
 

@@ -49,6 +49,15 @@
 
 #include "l3.h"
 
+/* L3GPU_API marks the public functions (see L3_API in l3.h). */
+#ifndef L3GPU_API
+#if defined(__GNUC__) || defined(__clang__)
+#define L3GPU_API __attribute__((visibility("default")))
+#else
+#define L3GPU_API
+#endif
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -75,9 +84,9 @@ enum l3gpu_image_status {
 };
 
 /* Static English text for an l3gpu_status; never NULL. */
-const char *l3gpu_strerror(int status);
+L3GPU_API const char *l3gpu_strerror(int status);
 /* Static English text for a per-image status (l3_status or L3GPU_IMG_*). */
-const char *l3gpu_image_strerror(int image_status);
+L3GPU_API const char *l3gpu_image_strerror(int image_status);
 
 enum l3gpu_layout { L3GPU_HWC = 0, L3GPU_CHW = 1 };
 enum l3gpu_dtype { L3GPU_U8 = 0, L3GPU_U16 = 1, L3GPU_F32 = 2, L3GPU_F16 = 3 };
@@ -107,16 +116,16 @@ struct l3gpu_input {
 };
 
 /* HWC, uint8, native channels, no normalisation. */
-void l3gpu_format_init(struct l3gpu_format *fmt);
+L3GPU_API void l3gpu_format_init(struct l3gpu_format *fmt);
 /* Checks a format: L3GPU_OK or L3GPU_ERR_INVALID_ARG. */
-int l3gpu_format_check(const struct l3gpu_format *fmt);
+L3GPU_API int l3gpu_format_check(const struct l3gpu_format *fmt);
 /* Bytes of one output element (1, 2, 4, 2). 0 for a bad dtype. */
-size_t l3gpu_dtype_size(int dtype);
+L3GPU_API size_t l3gpu_dtype_size(int dtype);
 
 /* Output shape of one image in the format's layout order ([H, W, C] for HWC,
  * [C, H, W] for CHW) and its size in bytes. Thread-safe. */
-int l3gpu_output_shape(const struct l3_info *info, const struct l3gpu_format *fmt,
-                       uint32_t shape_ret[3], size_t *bytes_ret);
+L3GPU_API int l3gpu_output_shape(const struct l3_info *info, const struct l3gpu_format *fmt,
+                                 uint32_t shape_ret[3], size_t *bytes_ret);
 
 /* ---------------- CPU (libl3gpu_cpu; always available) ---------------- */
 
@@ -127,16 +136,16 @@ int l3gpu_output_shape(const struct l3_info *info, const struct l3gpu_format *fm
  * entries, required) receives each image's status. Returns L3GPU_OK,
  * L3GPU_ERR_IMAGE (some images failed, the others are decoded) or an error
  * about the call itself (nothing decoded). Thread-safe (no shared state). */
-int l3gpu_cpu_decode_batch(const struct l3gpu_input *in, size_t n,
-                           const struct l3gpu_format *fmt, void *out,
-                           size_t out_size, void *const *out_ptrs, int *status_ret,
-                           unsigned threads);
+L3GPU_API int l3gpu_cpu_decode_batch(const struct l3gpu_input *in, size_t n,
+                                     const struct l3gpu_format *fmt, void *out,
+                                     size_t out_size, void *const *out_ptrs, int *status_ret,
+                                     unsigned threads);
 
 /* Converts an already decoded image (l3_decode's layout: interleaved samples,
  * rows `stride` bytes apart, 0 = tight) to the format: the same arithmetic as
  * the batch decoders. out receives l3gpu_output_shape()'s bytes. */
-int l3gpu_cpu_convert(const struct l3_info *info, const void *pixels, size_t stride,
-                      const struct l3gpu_format *fmt, void *out);
+L3GPU_API int l3gpu_cpu_convert(const struct l3_info *info, const void *pixels, size_t stride,
+                                const struct l3gpu_format *fmt, void *out);
 
 /* ---------------- CUDA (libl3gpu; only when built with nvcc) ---------------- */
 
@@ -147,21 +156,21 @@ typedef struct l3gpu_ctx l3gpu_ctx;
 
 /* Number of CUDA devices; L3GPU_ERR_NO_DRIVER / L3GPU_ERR_NO_DEVICE (with
  * *count_ret = 0) when there is no usable GPU. Never aborts. Thread-safe. */
-int l3gpu_device_count(int *count_ret);
+L3GPU_API int l3gpu_device_count(int *count_ret);
 
 /* Creates a context on `device`. Without a driver or device it returns
  * L3GPU_ERR_NO_DRIVER or L3GPU_ERR_NO_DEVICE and sets *ctx_ret = NULL (no
  * crash, no abort). Thread-safe. */
-int l3gpu_ctx_create(int device, l3gpu_ctx **ctx_ret);
+L3GPU_API int l3gpu_ctx_create(int device, l3gpu_ctx **ctx_ret);
 /* Waits for the context's own pending work, then frees it. NULL is fine. Not
  * to be called while another thread uses the context. */
-void l3gpu_ctx_destroy(l3gpu_ctx *ctx);
+L3GPU_API void l3gpu_ctx_destroy(l3gpu_ctx *ctx);
 /* Text of the last CUDA error seen by the context (static or owned by ctx). */
-const char *l3gpu_ctx_error(const l3gpu_ctx *ctx);
+L3GPU_API const char *l3gpu_ctx_error(const l3gpu_ctx *ctx);
 
 /* Device scratch a batch of these images needs (the decoded tile planes and
  * per-tile tables). Thread-safe. */
-int l3gpu_scratch_size(const struct l3_info *infos, size_t n, size_t *bytes_ret);
+L3GPU_API int l3gpu_scratch_size(const struct l3_info *infos, size_t n, size_t *bytes_ret);
 
 /* Decodes a batch on the context's device, asynchronously on `stream` (a
  * cudaStream_t). All tiles of all images are decoded in one kernel launch and
@@ -186,33 +195,33 @@ int l3gpu_scratch_size(const struct l3_info *infos, size_t n, size_t *bytes_ret)
  * context per host thread for concurrency. The caller's buffers (inputs,
  * out, scratch) must stay valid until the stream reaches this work; host
  * inputs may be reused as soon as the call returns. */
-int l3gpu_decode_batch(l3gpu_ctx *ctx, const struct l3gpu_input *in, size_t n,
-                       int memory, const struct l3gpu_format *fmt, void *out,
-                       size_t out_size, void *const *out_ptrs, void *scratch,
-                       size_t scratch_size, int *status_ret, void *stream);
+L3GPU_API int l3gpu_decode_batch(l3gpu_ctx *ctx, const struct l3gpu_input *in, size_t n,
+                                 int memory, const struct l3gpu_format *fmt, void *out,
+                                 size_t out_size, void *const *out_ptrs, void *scratch,
+                                 size_t scratch_size, int *status_ret, void *stream);
 
 /* Blocks until the context's last batch has completed (waits on the context's
  * event, not on the whole device), then replaces L3GPU_IMG_PENDING entries of
  * status_ret (the array given to l3gpu_decode_batch, n entries) with the
  * kernel's per-image results. Returns L3GPU_OK, L3GPU_ERR_IMAGE or
  * L3GPU_ERR_CUDA. Call it before the next l3gpu_decode_batch on the context. */
-int l3gpu_batch_finish(l3gpu_ctx *ctx, int *status_ret, size_t n);
+L3GPU_API int l3gpu_batch_finish(l3gpu_ctx *ctx, int *status_ret, size_t n);
 
 /* Benchmarks: when enabled, each batch records CUDA events around its two
  * kernels; l3gpu_ctx_last_timing() then gives the milliseconds of the last
  * batch's decode and convert kernels (it waits for that batch). */
-int l3gpu_ctx_set_timing(l3gpu_ctx *ctx, int enable);
-int l3gpu_ctx_last_timing(l3gpu_ctx *ctx, float *decode_ms_ret, float *convert_ms_ret);
+L3GPU_API int l3gpu_ctx_set_timing(l3gpu_ctx *ctx, int enable);
+L3GPU_API int l3gpu_ctx_last_timing(l3gpu_ctx *ctx, float *decode_ms_ret, float *convert_ms_ret);
 
 /* Small helpers so that callers without CUDA headers (the Python module,
  * tests) can manage device memory on the context's device. */
-int l3gpu_malloc(l3gpu_ctx *ctx, size_t size, void **ptr_ret);
-void l3gpu_free(l3gpu_ctx *ctx, void *ptr);
-int l3gpu_memcpy_to_host(l3gpu_ctx *ctx, void *dst, const void *src, size_t size);
-int l3gpu_memcpy_to_device(l3gpu_ctx *ctx, void *dst, const void *src, size_t size);
-int l3gpu_stream_synchronize(l3gpu_ctx *ctx, void *stream);
+L3GPU_API int l3gpu_malloc(l3gpu_ctx *ctx, size_t size, void **ptr_ret);
+L3GPU_API void l3gpu_free(l3gpu_ctx *ctx, void *ptr);
+L3GPU_API int l3gpu_memcpy_to_host(l3gpu_ctx *ctx, void *dst, const void *src, size_t size);
+L3GPU_API int l3gpu_memcpy_to_device(l3gpu_ctx *ctx, void *dst, const void *src, size_t size);
+L3GPU_API int l3gpu_stream_synchronize(l3gpu_ctx *ctx, void *stream);
 /* Device index the context is bound to. */
-int l3gpu_ctx_device(const l3gpu_ctx *ctx);
+L3GPU_API int l3gpu_ctx_device(const l3gpu_ctx *ctx);
 
 #ifdef __cplusplus
 }

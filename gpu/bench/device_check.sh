@@ -28,7 +28,14 @@ rm -rf "$b"; mkdir -p "$b"
 log=${OUT:-$b}/device_check.log
 t0=$(date +%s)
 
-cflags=(-O2 -std=c11 -D_GNU_SOURCE -fPIC -pthread -Icodec -Igpu -I"$dc/include" -DXXH_INLINE_ALL)
+# codec/l3_version.h from meson.build's project() version, as meson generates it
+ver=$(sed -n "s/^ *version : '\([0-9.]*\)',.*/\1/p" meson.build | head -1)
+IFS=. read -r vmaj vmin vpat <<<"$ver"
+mkdir -p "$b/gen"
+sed -e "s/@L3_VERSION_MAJOR@/$vmaj/" -e "s/@L3_VERSION_MINOR@/$vmin/" \
+    -e "s/@L3_VERSION_PATCH@/$vpat/" -e "s/@L3_VERSION_STRING@/$ver/" \
+    codec/l3_version.h.in > "$b/gen/l3_version.h"
+cflags=(-O2 -std=c11 -D_GNU_SOURCE -fPIC -pthread -Icodec -I"$b/gen" -Igpu -I"$dc/include" -DXXH_INLINE_ALL)
 codec_srcs=()
 for f in codec/*.c; do
     case $f in codec/png.c) ;; *) codec_srcs+=("$f") ;; esac   # no libpng here
@@ -48,7 +55,7 @@ if [ $cpu_only = 0 ]; then
     gencode=()
     for a in $archs; do gencode+=("-gencode=arch=compute_$a,code=sm_$a"); done
     echo "device_check: building for sm_${archs// /, sm_} with $NVCC"
-    "$NVCC" -std=c++17 -O3 -lineinfo -Xcompiler -fPIC -Xptxas -v -Icodec -Igpu "${gencode[@]}" \
+    "$NVCC" -std=c++17 -O3 -lineinfo -Xcompiler -fPIC -Xptxas -v -Icodec -I"$b/gen" -Igpu "${gencode[@]}" \
         -c gpu/l3gpu.cu -o "$b/l3gpu.o" > "$b/ptxas.txt" 2>&1 & pids+=($!)
     $CC "${cflags[@]}" -ffp-contract=off -DL3_HAVE_CUDA=1 -isystem "$cuda_root/include" \
         -c gpu/bench/device_check.c -o "$b/device_check.o" & pids+=($!)
