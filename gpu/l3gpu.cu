@@ -29,6 +29,19 @@
 #include "l3_convert.h"
 #include "l3gpu_kernels.h"
 
+/* Kernel launch: <<<>>> under nvcc; built with a host C++ compiler against
+ * the CPU-executed test runtime (tests/gpu/fakecuda), the same launch is
+ * enqueued on the stream and runs there as a serial loop over the grid. */
+#if defined(__CUDACC__)
+#define L3G_LAUNCH(kernel, grid, block, stream, ...)                                        \
+    kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+#elif defined(FAKECUDA)
+#define L3G_LAUNCH(kernel, grid, block, stream, ...)                                        \
+    fakecuda_launch(#kernel, kernel, (grid), (block), 0, (stream), __VA_ARGS__)
+#else
+#error "l3gpu.cu is compiled by nvcc (or, for tests, against tests/gpu/fakecuda)"
+#endif
+
 namespace {
 
 const size_t ALIGN = 256;
@@ -458,8 +471,8 @@ static int decode_batch_locked(l3gpu_ctx *ctx, const struct l3gpu_input *in, siz
         e = cudaEventRecord(ctx->tev[0], stream);
     if (e == cudaSuccess && tot.items) {
         uint64_t blocks = (tot.items + 127) / 128;
-        l3g_decode_planes<<<(unsigned)blocks, 128, 0, stream>>>(
-            d_ims, d_start, (uint32_t)n, tot.items, planes_buf, flags_buf, d_status);
+        L3G_LAUNCH(l3g_decode_planes, (unsigned)blocks, 128, stream, d_ims, d_start, (uint32_t)n,
+                   tot.items, planes_buf, flags_buf, d_status);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess && ctx->timing)
@@ -471,8 +484,8 @@ static int decode_batch_locked(l3gpu_ctx *ctx, const struct l3gpu_input *in, siz
         for (size_t y0 = 0; y0 < n && e == cudaSuccess; y0 += 65535) {
             unsigned gy = (unsigned)(n - y0 < 65535 ? n - y0 : 65535);
             dim3 grid((unsigned)bx, gy);
-            l3g_convert<<<grid, 256, 0, stream>>>(d_ims, (uint32_t)y0, planes_buf, flags_buf,
-                                                  d_status);
+            L3G_LAUNCH(l3g_convert, grid, 256, stream, d_ims, (uint32_t)y0, planes_buf, flags_buf,
+                       d_status);
             e = cudaGetLastError();
         }
     }

@@ -1,7 +1,7 @@
-/* test_gpu.c — the batch decoder's C side: conversion arithmetic, the CPU
- * batch reference against l3_decode for every layout x dtype x channel
- * count, broken images inside a batch, and the CUDA context without a GPU
- * (with a GPU present, the GPU batch is compared with the CPU batch). */
+/* test_gpu.c — the batch decoder's C side without CUDA: conversion
+ * arithmetic, the CPU batch reference against l3_decode for every layout x
+ * dtype x channel count, broken images inside a batch, and the GPU plan run
+ * on the host. (The CUDA library itself: test_cuda.c.) */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
@@ -14,125 +14,8 @@
 #include "l3_convert.h"
 #include "l3gpu_kernels.h"
 
-/* ---------------- generated images ---------------- */
+#include "gpu_gen.h"
 
-static uint64_t rng(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-struct gen {
-    struct l3_info info;
-    void *px;       /* source samples, tight */
-    size_t px_size;
-    void *l3;       /* encoded */
-    size_t l3_size;
-};
-
-static unsigned color_planes(unsigned color)
-{
-    static const unsigned p[] = {1, 2, 3, 4, 1};
-    return p[color];
-}
-
-static void gen_encode(struct gen *g, unsigned tile, int effort);
-
-/* Values < 2^depth. pattern 0: smooth gradient + noise blocks (so both coding
- * modes appear); pattern 1: an 8x8 random texture repeated, one 8x8 block in
- * 16 of noise (LZ planes). */
-static void gen_pattern(struct gen *g, unsigned color, unsigned depth, uint32_t w, uint32_t h,
-                        uint64_t seed, unsigned tile, int trns, int pattern, int effort)
-{
-    memset(g, 0, sizeof *g);
-    struct l3_info *f = &g->info;
-    f->width = w;
-    f->height = h;
-    f->color = (uint8_t)color;
-    f->channels = (uint8_t)color_planes(color);
-    f->bit_depth = (uint8_t)depth;
-    uint32_t maxv = depth == 16 ? 65535u : (1u << depth) - 1u;
-    if (color == L3_COLOR_PALETTE) {
-        f->palette_len = (uint16_t)(maxv + 1 < 200 ? maxv + 1 : 200);
-        uint64_t s = seed ^ 77;
-        for (unsigned i = 0; i < f->palette_len; i++)
-            for (int k = 0; k < 4; k++)
-                f->palette[i][k] = (uint8_t)(k == 3 ? (i % 3 ? 255 : rng(&s)) : rng(&s));
-        f->palette_alpha_len = f->palette_len;
-        maxv = f->palette_len - 1u;
-    }
-    unsigned C = f->channels;
-    size_t sb = depth == 16 ? 2 : 1;
-    g->px_size = (size_t)w * h * C * sb;
-    g->px = malloc(g->px_size);
-    cr_assert_not_null(g->px);
-    uint64_t s = seed;
-    uint32_t tex[8][8][4];
-    for (int y = 0; y < 8; y++)
-        for (int x = 0; x < 8; x++)
-            for (unsigned c = 0; c < C; c++)
-                tex[y][x][c] = pattern == 1 ? (uint32_t)(rng(&s) % (maxv + 1)) : 0;
-    for (uint32_t y = 0; y < h; y++)
-        for (uint32_t x = 0; x < w; x++)
-            for (unsigned c = 0; c < C; c++) {
-                uint32_t v;
-                if (pattern == 1)
-                    v = (x / 8 * 5 + y / 8 * 3) % 16 == 7 ? (uint32_t)(rng(&s) % (maxv + 1))
-                                                          : tex[y % 8][x % 8][c];
-                else if ((x / 8 + y / 8) % 3 == 0)
-                    v = (uint32_t)(rng(&s) % (maxv + 1));
-                else
-                    v = (uint32_t)(((uint64_t)(x * 3 + y * 2 + c * 40) * maxv) / (3 * w + 2 * h + 160));
-                if (v > maxv) v = maxv;
-                size_t i = ((size_t)y * w + x) * C + c;
-                if (sb == 2) ((uint16_t *)g->px)[i] = (uint16_t)v;
-                else ((uint8_t *)g->px)[i] = (uint8_t)v;
-            }
-    if (trns && (color == L3_COLOR_GRAY || color == L3_COLOR_RGB)) {
-        /* key = the colour of pixel (1, 1), so some pixels match */
-        f->has_trns_key = 1;
-        for (unsigned c = 0; c < C; c++) {
-            size_t i = ((size_t)1 * w + 1) * C + c;
-            f->trns_key[c] = sb == 2 ? ((uint16_t *)g->px)[i] : ((uint8_t *)g->px)[i];
-        }
-    }
-    gen_encode(g, tile, effort);
-}
-
-static void gen_image(struct gen *g, unsigned color, unsigned depth, uint32_t w, uint32_t h,
-                      uint64_t seed, unsigned tile, int trns)
-{
-    gen_pattern(g, color, depth, w, h, seed, tile, trns, 0, 0);
-}
-
-static void gen_encode(struct gen *g, unsigned tile, int effort)
-{
-    struct l3_info *f = &g->info;
-    struct l3_encode_options eo;
-    memset(&eo, 0, sizeof eo);
-    eo.tile_width = eo.tile_height = tile;
-    eo.effort = effort;
-    int st = l3_encode(f, g->px, 0, &eo, &g->l3, &g->l3_size);
-    cr_assert_eq(st, L3_OK, "l3_encode(color %u depth %u %ux%u): %s", f->color, f->bit_depth,
-                 f->width, f->height, l3_strerror(st));
-    struct l3_info back;
-    cr_assert_eq(l3_read_info(g->l3, g->l3_size, &back, NULL), L3_OK);
-    g->info = back;
-}
-
-static void gen_free(struct gen *g)
-{
-    free(g->px);
-    l3_free(g->l3);
-}
-
-static uint32_t src_sample(const struct gen *g, uint32_t x, uint32_t y, unsigned c)
-{
-    size_t i = ((size_t)y * g->info.width + x) * g->info.channels + c;
-    return g->info.bit_depth == 16 ? ((const uint16_t *)g->px)[i] : ((const uint8_t *)g->px)[i];
-}
 
 /* ---------------- independent expectation of the conversion ---------------- */
 
@@ -188,9 +71,6 @@ static uint32_t expect_sample(const struct gen *g, int channels, uint32_t x, uin
     return gray ? rgba[0] : rgba[c];
 }
 
-static const float MEAN[4] = {0.485f, 0.456f, 0.406f, 0.5f};
-static const float STD[4] = {0.229f, 0.224f, 0.225f, 0.25f};
-static const float SCALE[4] = {1.0f, 1.0f, 255.0f, 2.0f};
 
 #ifdef __FLT16_MAX__
 static uint16_t f16_ref(float f)
@@ -309,7 +189,7 @@ Test(convert, f16_rounding_matches_compiler)
     }
     uint64_t s = 5;
     for (int i = 0; i < 2000000; i++) {
-        uint32_t bits = (uint32_t)rng(&s);
+        uint32_t bits = (uint32_t)gen_rng(&s);
         float f;
         memcpy(&f, &bits, 4);
         if (f != f)
@@ -358,38 +238,6 @@ Test(convert, format_checks)
 
 /* ---------------- CPU batch vs l3_decode, all formats ---------------- */
 
-struct model { unsigned color, depth; int trns; };
-static const struct model MODELS[] = {
-    {L3_COLOR_GRAY, 1, 0},       {L3_COLOR_GRAY, 2, 1},  {L3_COLOR_GRAY, 4, 0},
-    {L3_COLOR_GRAY, 8, 1},       {L3_COLOR_GRAY, 16, 0}, {L3_COLOR_GRAY_ALPHA, 8, 0},
-    {L3_COLOR_GRAY_ALPHA, 16, 0}, {L3_COLOR_RGB, 8, 0},  {L3_COLOR_RGB, 8, 1},
-    {L3_COLOR_RGB, 16, 1},       {L3_COLOR_RGBA, 8, 0},  {L3_COLOR_RGBA, 16, 0},
-    {L3_COLOR_PALETTE, 1, 0},    {L3_COLOR_PALETTE, 4, 0}, {L3_COLOR_PALETTE, 8, 0},
-};
-#define NMODELS (sizeof MODELS / sizeof MODELS[0])
-static const int CHANNELS[] = {0, 1, 3, 4};
-
-static void format_name(char *buf, size_t len, const struct gen *g,
-                        const struct l3gpu_format *f)
-{
-    static const char *dt[] = {"u8", "u16", "f32", "f16"};
-    snprintf(buf, len, "color %u depth %u %ux%u -> %s %s ch%d%s", g->info.color,
-             g->info.bit_depth, g->info.width, g->info.height,
-             f->layout == L3GPU_HWC ? "HWC" : "CHW", dt[f->dtype], f->channels,
-             f->normalize ? " norm" : "");
-}
-
-/* Runs fn for every layout x dtype x channels (x normalize for floats). */
-#define FOR_EACH_FORMAT(f)                                                        \
-    for (int lay_ = 0; lay_ < 2; lay_++)                                          \
-        for (int dt_ = 0; dt_ < 4; dt_++)                                         \
-            for (int ch_ = 0; ch_ < 4; ch_++)                                     \
-                for (int nm_ = 0; nm_ < (dt_ >= 2 ? 2 : 1); nm_++)                 \
-                    if (l3gpu_format_init(&f), f.layout = lay_, f.dtype = dt_,    \
-                        f.channels = CHANNELS[ch_], f.normalize = nm_,            \
-                        memcpy(f.mean, MEAN, sizeof MEAN),                        \
-                        memcpy(f.std, STD, sizeof STD),                           \
-                        memcpy(f.scale, SCALE, sizeof SCALE), 1)
 
 Test(cpu_batch, every_format_matches_l3_decode)
 {
@@ -671,94 +519,4 @@ Test(gpu_plan, lz_planes_match_cpu_batch)
         gen_free(&g);
     }
     cr_assert(kinds & (1u << L3_PLANE_LEFT), "no LEFT LZ plane (kinds %#x)", kinds);
-}
-
-/* ---------------- CUDA ---------------- */
-
-#ifdef L3_HAVE_CUDA
-/* GPU batch == CPU batch for every format (only where a GPU is present). */
-static void gpu_vs_cpu(l3gpu_ctx *ctx)
-{
-    struct gen g[NMODELS], z[NMODELS]; /* z: the same shape with LZ planes */
-    for (size_t m = 0; m < NMODELS; m++) {
-        gen_image(&g[m], MODELS[m].color, MODELS[m].depth, 70, 45, 300 + m, 32, MODELS[m].trns);
-        gen_pattern(&z[m], MODELS[m].color, MODELS[m].depth, 70, 45, 800 + m, 32,
-                    MODELS[m].trns, 1, 2);
-    }
-    for (size_t m = 0; m < NMODELS; m++) {
-        struct l3gpu_input in[3] = {{g[m].l3, g[m].l3_size}, {g[m].l3, g[m].l3_size - 10},
-                                    {z[m].l3, z[m].l3_size}};
-        struct l3gpu_format f;
-        FOR_EACH_FORMAT(f) {
-            char name[160];
-            format_name(name, sizeof name, &g[m], &f);
-            size_t bytes;
-            cr_assert_eq(l3gpu_output_shape(&g[m].info, &f, NULL, &bytes), 0);
-            uint8_t *cpu = malloc(3 * bytes), *gpu = malloc(3 * bytes);
-            memset(gpu, 0x5c, 3 * bytes);
-            int sc[3], sg[3];
-            l3gpu_cpu_decode_batch(in, 3, &f, cpu, 3 * bytes, NULL, sc, 2);
-            void *d = NULL;
-            cr_assert_eq(l3gpu_malloc(ctx, 3 * bytes, &d), 0);
-            cr_assert_eq(l3gpu_memcpy_to_device(ctx, d, gpu, 3 * bytes), 0); /* poison */
-            int st = l3gpu_decode_batch(ctx, in, 3, L3GPU_MEM_HOST, &f, d, 3 * bytes, NULL, NULL,
-                                        0, sg, NULL);
-            cr_assert(st == L3GPU_OK || st == L3GPU_ERR_IMAGE, "%s: %s (%s)", name,
-                      l3gpu_strerror(st), l3gpu_ctx_error(ctx));
-            l3gpu_batch_finish(ctx, sg, 3);
-            cr_assert_eq(l3gpu_memcpy_to_host(ctx, gpu, d, 3 * bytes), 0);
-            l3gpu_free(ctx, d);
-            for (int k = 0; k < 3; k++)
-                cr_assert_eq(sg[k], sc[k], "%s: image %d status gpu %d cpu %d", name, k, sg[k],
-                             sc[k]);
-            cr_assert(!memcmp(cpu, gpu, 3 * bytes), "%s: GPU output differs from CPU", name);
-            free(cpu);
-            free(gpu);
-        }
-    }
-    for (size_t m = 0; m < NMODELS; m++) {
-        gen_free(&g[m]);
-        gen_free(&z[m]);
-    }
-}
-#endif
-
-Test(cuda, context_without_gpu_is_a_status)
-{
-#ifndef L3_HAVE_CUDA
-    cr_skip_test("built without CUDA (nvcc not found)");
-#else
-    l3gpu_ctx *ctx = (l3gpu_ctx *)&ctx; /* must be reset to NULL on failure */
-    int n = -1;
-    int st_count = l3gpu_device_count(&n);
-    int st = l3gpu_ctx_create(0, &ctx);
-    if (st == L3GPU_OK) {
-        cr_assert_eq(st_count, L3GPU_OK);
-        cr_assert_geq(n, 1);
-        cr_assert_eq(l3gpu_ctx_create(n, &(l3gpu_ctx *){NULL}), L3GPU_ERR_NO_DEVICE);
-        gpu_vs_cpu(ctx);
-        l3gpu_ctx_destroy(ctx);
-        return;
-    }
-    cr_log_info("no usable GPU here: %s", l3gpu_strerror(st));
-    cr_assert(st == L3GPU_ERR_NO_DRIVER || st == L3GPU_ERR_NO_DEVICE, "status %d (%s)", st,
-              l3gpu_strerror(st));
-    cr_assert_null(ctx);
-    cr_assert_eq(n, 0);
-    cr_assert_eq(st_count, st);
-    cr_assert_eq(l3gpu_ctx_create(-1, &ctx), st);
-    l3gpu_ctx_destroy(NULL);
-    /* scratch sizing works without a device */
-    struct l3_info info;
-    memset(&info, 0, sizeof info);
-    info.color = L3_COLOR_RGB;
-    info.width = 100;
-    info.height = 70;
-    info.tile_width = info.tile_height = 64;
-    info.tiles_x = 2;
-    info.tiles_y = 2;
-    size_t sz = 0;
-    cr_assert_eq(l3gpu_scratch_size(&info, 1, &sz), L3GPU_OK);
-    cr_assert_geq(sz, (size_t)4 * 3 * 64 * 64 * 2 + 4);
-#endif
 }
