@@ -31,6 +31,7 @@ const char *l3gpu_strerror(int status)
     case L3GPU_ERR_SCRATCH_TOO_SMALL: return "scratch buffer too small for the batch";
     case L3GPU_ERR_NOT_BUILT: return "built without CUDA support";
     case L3GPU_ERR_THREAD: return "could not start worker threads";
+    case L3GPU_ERR_BUSY: return "two batches are in flight on the context: finish one first";
     default: return "unknown l3gpu status";
     }
 }

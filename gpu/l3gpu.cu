@@ -14,6 +14,12 @@
  * Headers and tile tables are validated on the host before the launch; the
  * kernels still check every tile span against the payload size, and the tile
  * routine checks every read against its stream length.
+ *
+ * Host side: a context has two staging slots (pinned descriptors + packed
+ * inputs, their device copy, the status copy-back, a completion event), so
+ * that the host packs batch N+1 while the device decodes batch N; a slot is
+ * reused only after its batch was finished. The default scratch is shared:
+ * a batch that uses it waits (on the device) for the previous one.
  */
 #include <cuda_runtime.h>
 
@@ -28,6 +34,7 @@
 #include "l3gpu.h"
 #include "l3_convert.h"
 #include "l3gpu_kernels.h"
+#include "l3gpu_rt.h"
 
 /* Kernel launch: <<<>>> under nvcc; built with a host C++ compiler against
  * the CPU-executed test runtime (tests/gpu/fakecuda), the same launch is
@@ -76,67 +83,46 @@ l3g_convert(const l3g_image *__restrict__ ims, uint32_t y_base,
         l3g_convert_pixel(im, st, p, scratch, tile_flags);
 }
 
-/* Restores the caller's current device on scope exit. */
-struct device_guard {
-    int prev = -1;
-    explicit device_guard(int dev)
-    {
-        if (cudaGetDevice(&prev) != cudaSuccess)
-            prev = -1;
-        if (prev != dev)
-            cudaSetDevice(dev);
-    }
-    ~device_guard()
-    {
-        int cur = -1;
-        if (prev >= 0 && cudaGetDevice(&cur) == cudaSuccess && cur != prev)
-            cudaSetDevice(prev);
-    }
-};
-
-int map_error(cudaError_t e)
-{
-    switch (e) {
-    case cudaSuccess: return L3GPU_OK;
-    case cudaErrorInsufficientDriver:
-    case cudaErrorInitializationError:
-    case cudaErrorSystemDriverMismatch:
-    case cudaErrorCompatNotSupportedOnDevice:
-    case cudaErrorSystemNotReady:
-        return L3GPU_ERR_NO_DRIVER;
-    case cudaErrorNoDevice:
-    case cudaErrorInvalidDevice:
-        return L3GPU_ERR_NO_DEVICE;
-    case cudaErrorMemoryAllocation:
-        return L3GPU_ERR_NOMEM;
-    default:
-        return L3GPU_ERR_CUDA;
-    }
-}
-
 } // namespace
+
+using l3rt::device_guard;
+using l3rt::map_error;
+
+/* One batch's staging: reused only after its batch was finished. */
+struct l3g_slot {
+    enum { FREE, IN_FLIGHT, FAILED } state = FREE;
+    uint8_t *pin = nullptr;     /* pinned: descriptors, item starts, statuses, packed inputs */
+    size_t pin_cap = 0;
+    uint8_t *dev = nullptr;     /* device copy of the staging (stream-ordered allocation) */
+    size_t dev_cap = 0;
+    int *status_pin = nullptr;  /* kernel statuses copied back */
+    size_t status_cap = 0;
+    cudaEvent_t done = nullptr; /* the batch's last operation */
+    const int *owner = nullptr; /* status_ret of the batch in flight */
+    size_t n = 0;
+};
+typedef l3g_slot slot;
+
+static const int MAX_RETIRED = 64;
 
 struct l3gpu_ctx {
     int device;
-    pthread_mutex_t mu;
-    char err[192];
-    uint8_t *pin = nullptr;       /* pinned staging: descriptors + host inputs */
-    size_t pin_cap = 0;
-    uint8_t *dev = nullptr;       /* device copy of the staging */
-    size_t dev_cap = 0;
-    uint8_t *scratch = nullptr;   /* default scratch */
+    pthread_mutex_t mu;          /* serialises every call on the context; guards all below */
+    char err[256];
+    slot slots[2];
+    int next_slot = 0;
+    int scratch_slot = -1;       /* slot of the last batch that used `scratch` */
+    uint8_t *scratch = nullptr;  /* default scratch (stream-ordered allocation) */
     size_t scratch_cap = 0;
-    uint8_t *probe = nullptr;     /* pinned: headers of device inputs */
+    uint8_t *probe = nullptr;    /* pinned: headers of device inputs */
     size_t probe_cap = 0;
-    int *status_pin = nullptr;    /* kernel statuses copied back */
-    size_t status_cap = 0;
-    size_t last_n = 0;            /* images of the last batch */
-    int pending = 0;              /* a batch was launched and not finished */
-    cudaEvent_t staging_free = nullptr; /* H2D copy of the last batch done */
-    cudaEvent_t done = nullptr;         /* last batch complete */
-    cudaStream_t dev_stream = nullptr;  /* stream `dev` and `scratch` were last used on */
-    int timing = 0;                     /* record kernel events (benchmarks) */
+    void *retired[MAX_RETIRED];  /* pinned buffers replaced by larger ones: freed at destroy */
+    int nretired = 0;
+    int broken = 0;              /* queued work could not be ordered: the context is unusable */
+    int timing = 0;              /* record kernel events (benchmarks) */
     cudaEvent_t tev[3] = {nullptr, nullptr, nullptr};
+    cudaEvent_t order_ev = nullptr; /* l3gpu_stream_wait */
+    cudaMemPool_t pool = nullptr;   /* l3gpu_alloc_async */
 };
 
 static int record(l3gpu_ctx *ctx, cudaError_t e, const char *what)
@@ -146,6 +132,59 @@ static int record(l3gpu_ctx *ctx, cudaError_t e, const char *what)
     snprintf(ctx->err, sizeof ctx->err, "%s: %s (%s)", what, cudaGetErrorString(e),
              cudaGetErrorName(e));
     return map_error(e);
+}
+
+static int invalid(l3gpu_ctx *ctx, const char *msg)
+{
+    snprintf(ctx->err, sizeof ctx->err, "%s", msg);
+    return L3GPU_ERR_INVALID_ARG;
+}
+
+/* Grows a pinned buffer without a device synchronisation: the old one (its
+ * last copy may still be queued) is kept until the context is destroyed;
+ * sizes double, so the kept ones add up to less than the current one. */
+static cudaError_t grow_pinned(l3gpu_ctx *ctx, void **buf, size_t *cap, size_t need)
+{
+    if (*cap >= need)
+        return cudaSuccess;
+    size_t ncap = need > 2 * *cap ? need : 2 * *cap;
+    void *p = nullptr;
+    cudaError_t e = cudaHostAlloc(&p, ncap, cudaHostAllocDefault);
+    if (e != cudaSuccess)
+        return e;
+    if (*buf) {
+        if (ctx->nretired == MAX_RETIRED) { /* not reached with doubling sizes */
+            cudaFreeHost(p);
+            return cudaErrorMemoryAllocation;
+        }
+        ctx->retired[ctx->nretired++] = *buf;
+    }
+    *buf = p;
+    *cap = ncap;
+    return cudaSuccess;
+}
+
+/* Grows a device buffer in stream order on `stream`: every earlier use of
+ * the old buffer must already be ordered before `stream`'s current point. */
+static cudaError_t grow_device(uint8_t **buf, size_t *cap, size_t need, cudaStream_t stream)
+{
+    if (*cap >= need)
+        return cudaSuccess;
+    size_t ncap = need + need / 4;
+    if (*buf) {
+        cudaError_t e = cudaFreeAsync(*buf, stream);
+        if (e != cudaSuccess)
+            return e;
+        *buf = nullptr;
+        *cap = 0;
+    }
+    void *p = nullptr;
+    cudaError_t e = cudaMallocAsync(&p, ncap, stream);
+    if (e != cudaSuccess)
+        return e;
+    *buf = (uint8_t *)p;
+    *cap = ncap;
+    return cudaSuccess;
 }
 
 extern "C" {
@@ -165,6 +204,22 @@ int l3gpu_device_count(int *count_ret)
     return n > 0 ? L3GPU_OK : L3GPU_ERR_NO_DEVICE;
 }
 
+int l3gpu_current_device(int *device_ret)
+{
+    if (!device_ret)
+        return L3GPU_ERR_INVALID_ARG;
+    int n = 0;
+    int st = l3gpu_device_count(&n);
+    if (st)
+        return st;
+    int d = 0;
+    cudaError_t e = cudaGetDevice(&d);
+    if (e != cudaSuccess)
+        return map_error(e);
+    *device_ret = d;
+    return L3GPU_OK;
+}
+
 int l3gpu_ctx_create(int device, l3gpu_ctx **ctx_ret)
 {
     if (!ctx_ret)
@@ -182,12 +237,15 @@ int l3gpu_ctx_create(int device, l3gpu_ctx **ctx_ret)
     ctx->device = device;
     ctx->err[0] = 0;
     pthread_mutex_init(&ctx->mu, nullptr);
-    device_guard g(device);
-    cudaError_t e = cudaFree(nullptr); /* creates the primary context */
-    if (e == cudaSuccess)
-        e = cudaEventCreateWithFlags(&ctx->staging_free, cudaEventDisableTiming);
-    if (e == cudaSuccess)
-        e = cudaEventCreateWithFlags(&ctx->done, cudaEventDisableTiming);
+    cudaError_t e;
+    {
+        device_guard g(device);
+        e = cudaFree(nullptr); /* creates the primary context */
+        for (int k = 0; k < 2 && e == cudaSuccess; k++)
+            e = cudaEventCreateWithFlags(&ctx->slots[k].done, cudaEventDisableTiming);
+        if (e == cudaSuccess)
+            e = cudaEventCreateWithFlags(&ctx->order_ev, cudaEventDisableTiming);
+    }
     if (e != cudaSuccess) {
         st = map_error(e);
         l3gpu_ctx_destroy(ctx);
@@ -203,27 +261,34 @@ void l3gpu_ctx_destroy(l3gpu_ctx *ctx)
         return;
     {
         device_guard g(ctx->device);
-        if (ctx->done)
-            cudaEventSynchronize(ctx->done);
-        if (ctx->staging_free)
-            cudaEventSynchronize(ctx->staging_free);
-        if (ctx->dev)
-            cudaFree(ctx->dev);
+        for (slot &s : ctx->slots)
+            if (s.done && s.state != slot::FREE)
+                cudaEventSynchronize(s.done);
+        if (ctx->scratch_slot >= 0)
+            cudaEventSynchronize(ctx->slots[ctx->scratch_slot].done);
+        for (slot &s : ctx->slots) {
+            if (s.dev)
+                cudaFree(s.dev);
+            if (s.pin)
+                cudaFreeHost(s.pin);
+            if (s.status_pin)
+                cudaFreeHost(s.status_pin);
+            if (s.done)
+                cudaEventDestroy(s.done);
+        }
         if (ctx->scratch)
             cudaFree(ctx->scratch);
-        if (ctx->pin)
-            cudaFreeHost(ctx->pin);
-        if (ctx->status_pin)
-            cudaFreeHost(ctx->status_pin);
         if (ctx->probe)
             cudaFreeHost(ctx->probe);
-        if (ctx->done)
-            cudaEventDestroy(ctx->done);
+        for (int k = 0; k < ctx->nretired; k++)
+            cudaFreeHost(ctx->retired[k]);
         for (int k = 0; k < 3; k++)
             if (ctx->tev[k])
                 cudaEventDestroy(ctx->tev[k]);
-        if (ctx->staging_free)
-            cudaEventDestroy(ctx->staging_free);
+        if (ctx->order_ev)
+            cudaEventDestroy(ctx->order_ev);
+        if (ctx->pool)
+            cudaMemPoolDestroy(ctx->pool); /* outstanding allocations stay valid */
     }
     pthread_mutex_destroy(&ctx->mu);
     delete ctx;
@@ -260,44 +325,145 @@ int l3gpu_scratch_size(const struct l3_info *infos, size_t n, size_t *bytes_ret)
     return L3GPU_OK;
 }
 
-/* Grows a device buffer, stream-ordered: the old one is freed on the stream
- * it was last used on, the new one allocated on `stream`. */
-static cudaError_t grow_device(uint8_t **buf, size_t *cap, size_t need, cudaStream_t old_stream,
-                               cudaStream_t stream)
+} /* extern "C" */
+
+/* ---------------- one batch ---------------- */
+
+/* R4: every pointer the device will use, before anything is queued. */
+static int check_pointers(l3gpu_ctx *ctx, const struct l3gpu_input *in, size_t n, int memory,
+                          const struct l3gpu_format *fmt, void *out, void *const *out_ptrs,
+                          void *scratch, cudaStream_t stream)
 {
-    if (*cap >= need)
-        return cudaSuccess;
-    size_t ncap = need + need / 4;
-    if (*buf) {
-        cudaError_t e = cudaFreeAsync(*buf, old_stream);
-        if (e != cudaSuccess)
-            return e;
-        *buf = nullptr;
-        *cap = 0;
+    const size_t align = l3gpu_dtype_size(fmt->dtype);
+    int st = L3GPU_OK;
+    if (out)
+        st = l3rt::check_device_pointer(out, align, ctx->device, "out", -1, ctx->err,
+                                        sizeof ctx->err);
+    for (size_t i = 0; !out && i < n && !st; i++)
+        if (out_ptrs[i])
+            st = l3rt::check_device_pointer(out_ptrs[i], align, ctx->device, "out_ptrs",
+                                            (long)i, ctx->err, sizeof ctx->err);
+    if (!st && scratch)
+        st = l3rt::check_device_pointer(scratch, 2, ctx->device, "scratch", -1, ctx->err,
+                                        sizeof ctx->err);
+    for (size_t i = 0; i < n && !st; i++) {
+        if (!in[i].data)
+            continue;
+        l3rt::mem_kind k = l3rt::pointer_kind(in[i].data, ctx->device);
+        if (memory == L3GPU_MEM_DEVICE)
+            st = l3rt::check_device_pointer(in[i].data, 1, ctx->device, "in", (long)i, ctx->err,
+                                            sizeof ctx->err);
+        else if (memory == L3GPU_MEM_PINNED && k != l3rt::MK_PINNED)
+            st = invalid(ctx, "an L3GPU_MEM_PINNED input is not page-locked host memory");
+        else if (memory == L3GPU_MEM_HOST && (k == l3rt::MK_DEVICE || k == l3rt::MK_OTHER_DEVICE))
+            st = invalid(ctx, "an L3GPU_MEM_HOST input is device memory (use L3GPU_MEM_DEVICE)");
     }
-    void *p = nullptr;
-    cudaError_t e = cudaMallocAsync(&p, ncap, stream);
-    if (e != cudaSuccess)
-        return e;
-    *buf = (uint8_t *)p;
-    *cap = ncap;
-    return cudaSuccess;
+    if (st)
+        return st;
+    int sdev = -1;
+    cudaError_t e = cudaStreamGetDevice(stream, &sdev);
+    if (e == cudaErrorInvalidResourceHandle || e == cudaErrorInvalidValue ||
+        e == cudaErrorContextIsDestroyed) {
+        (void)cudaGetLastError();
+        return invalid(ctx, "the stream is not a valid CUDA stream");
+    }
+    if (e != cudaSuccess) { /* a driver without cuStreamGetDevice: not checked */
+        (void)cudaGetLastError();
+        return L3GPU_OK;
+    }
+    if (sdev != ctx->device) {
+        snprintf(ctx->err, sizeof ctx->err, "the stream belongs to cuda:%d, the context to cuda:%d",
+                 sdev, ctx->device);
+        return L3GPU_ERR_INVALID_ARG;
+    }
+    return L3GPU_OK;
 }
 
-static cudaError_t grow_pinned(void **buf, size_t *cap, size_t need)
+/* Reads the headers and tile tables of device inputs: their first bytes are
+ * copied back in one go (one stream synchronisation), a second round fetches
+ * longer headers (large tile tables). */
+static int read_device_headers(l3gpu_ctx *ctx, const struct l3gpu_input *in, size_t n,
+                               l3g_host_image *hi, int *status_ret, cudaStream_t stream)
 {
-    if (*cap >= need)
-        return cudaSuccess;
-    size_t ncap = need + need / 4;
-    if (*buf)
-        cudaFreeHost(*buf);
-    *buf = nullptr;
-    *cap = 0;
-    cudaError_t e = cudaHostAlloc(buf, ncap, cudaHostAllocDefault);
-    if (e != cudaSuccess)
-        return e;
-    *cap = ncap;
-    return cudaSuccess;
+    size_t *want = (size_t *)calloc(n, sizeof(size_t));
+    size_t *off = (size_t *)calloc(n, sizeof(size_t));
+    int ret = want && off ? L3GPU_OK : L3GPU_ERR_NOMEM;
+    for (size_t i = 0; i < n && !ret; i++)
+        want[i] = in[i].data ? (in[i].size < 16384 ? in[i].size : 16384) : 0;
+    for (int round = 0; round < 2 && ret == L3GPU_OK; round++) {
+        size_t total = 0;
+        for (size_t i = 0; i < n; i++) {
+            off[i] = total;
+            total += want[i];
+        }
+        if (total == 0)
+            break;
+        cudaError_t e = grow_pinned(ctx, (void **)&ctx->probe, &ctx->probe_cap, total);
+        for (size_t i = 0; i < n && e == cudaSuccess; i++)
+            if (want[i])
+                e = cudaMemcpyAsync(ctx->probe + off[i], in[i].data, want[i],
+                                    cudaMemcpyDeviceToHost, stream);
+        cudaError_t es = cudaStreamSynchronize(stream); /* also after a failed copy */
+        if (e == cudaSuccess)
+            e = es;
+        if (e != cudaSuccess) {
+            ret = record(ctx, e, "reading headers of device inputs");
+            break;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (!want[i])
+                continue;
+            size_t needed = 0, got = want[i];
+            status_ret[i] = l3_read_layout(ctx->probe + off[i], got, &hi[i].info, &hi[i].lay,
+                                           &needed);
+            want[i] = 0;
+            if (status_ret[i] == L3_ERR_TRUNCATED && round == 0 && needed > got &&
+                needed <= in[i].size)
+                want[i] = needed;
+        }
+    }
+    free(want);
+    free(off);
+    return ret;
+}
+
+/* A slot for the next batch: a free one, else a failed one (its queued work
+ * is waited for); NULL when both hold batches in flight. */
+static slot *take_slot(l3gpu_ctx *ctx, int *idx_ret)
+{
+    for (int k = 0; k < 2; k++) {
+        int i = (ctx->next_slot + k) % 2;
+        if (ctx->slots[i].state == slot::FREE) {
+            *idx_ret = i;
+            return &ctx->slots[i];
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        slot &s = ctx->slots[i];
+        if (s.state == slot::FAILED) {
+            cudaEventSynchronize(s.done); /* an error shows again where it matters */
+            s.state = slot::FREE;
+            *idx_ret = i;
+            return &s;
+        }
+    }
+    return nullptr;
+}
+
+/* R7: the call fails after work was queued on `stream`: that work stays
+ * ordered before later batches (the slot's event marks its end), or, if no
+ * event can be recorded, is waited for; failing that the context is dead. */
+static void abandon(l3gpu_ctx *ctx, slot *s, int idx, bool used_scratch, cudaStream_t stream)
+{
+    if (cudaEventRecord(s->done, stream) == cudaSuccess) {
+        s->state = slot::FAILED;
+        s->owner = nullptr;
+        if (used_scratch)
+            ctx->scratch_slot = idx;
+        return;
+    }
+    if (cudaStreamSynchronize(stream) != cudaSuccess)
+        ctx->broken = 1;
 }
 
 static int decode_batch_locked(l3gpu_ctx *ctx, const struct l3gpu_input *in, size_t n,
@@ -305,73 +471,37 @@ static int decode_batch_locked(l3gpu_ctx *ctx, const struct l3gpu_input *in, siz
                                size_t out_size, void *const *out_ptrs, void *scratch,
                                size_t scratch_size, int *status_ret, cudaStream_t stream)
 {
-    /* The previous batch's staging must have been copied before it is reused;
-     * its device buffers are reused in stream order: make this stream wait
-     * for the previous batch (device-side wait, no host block). */
-    cudaError_t e = cudaEventSynchronize(ctx->staging_free);
-    if (e == cudaSuccess && ctx->pending)
-        e = cudaStreamWaitEvent(stream, ctx->done, 0);
-    if (e != cudaSuccess)
-        return record(ctx, e, "waiting for the previous batch");
-
+    if (ctx->broken)
+        return L3GPU_ERR_CUDA; /* ctx->err says why */
+    for (const slot &s : ctx->slots)
+        if (s.state == slot::IN_FLIGHT && s.owner == status_ret)
+            return invalid(ctx, "status_ret belongs to a batch that is not finished");
+    int ret = check_pointers(ctx, in, n, memory, fmt, out, out_ptrs, scratch, stream);
+    if (ret)
+        return ret;
+    int si = -1;
+    slot *sl = take_slot(ctx, &si);
+    if (!sl) {
+        snprintf(ctx->err, sizeof ctx->err, "%s", l3gpu_strerror(L3GPU_ERR_BUSY));
+        return L3GPU_ERR_BUSY;
+    }
     l3g_host_image *hi = (l3g_host_image *)calloc(n, sizeof *hi);
     size_t *sizes = (size_t *)calloc(n, sizeof *sizes);
     const uint8_t **bases = (const uint8_t **)calloc(n, sizeof *bases);
-    int ret = L3GPU_OK;
+    bool enqueued = false, uses_scratch = !scratch;
+    cudaError_t e = cudaSuccess;
     if (!hi || !sizes || !bases) {
-        free(hi);
-        free(sizes);
-        free(bases);
-        return L3GPU_ERR_NOMEM;
+        ret = L3GPU_ERR_NOMEM;
+        goto out;
     }
     for (size_t i = 0; i < n; i++) {
         sizes[i] = in[i].size;
         status_ret[i] = in[i].data ? L3_OK : L3_ERR_INVALID_ARG;
     }
 
-    /* 1. headers and tile tables, on the host. Device inputs: the first
-     * bytes of every image are copied back in one go (one stream sync), and
-     * a second round fetches longer headers (large tile tables). */
+    /* 1. headers and tile tables, on the host */
     if (memory == L3GPU_MEM_DEVICE) {
-        size_t *want = (size_t *)calloc(n, sizeof(size_t));
-        size_t *off = (size_t *)calloc(n, sizeof(size_t));
-        if (!want || !off)
-            ret = L3GPU_ERR_NOMEM;
-        for (size_t i = 0; i < n && !ret; i++)
-            want[i] = in[i].data ? (in[i].size < 16384 ? in[i].size : 16384) : 0;
-        for (int round = 0; round < 2 && ret == L3GPU_OK; round++) {
-            size_t total = 0;
-            for (size_t i = 0; i < n; i++) {
-                off[i] = total;
-                total += want[i];
-            }
-            if (total == 0)
-                break;
-            e = grow_pinned((void **)&ctx->probe, &ctx->probe_cap, total);
-            for (size_t i = 0; i < n && e == cudaSuccess; i++)
-                if (want[i])
-                    e = cudaMemcpyAsync(ctx->probe + off[i], in[i].data, want[i],
-                                        cudaMemcpyDeviceToHost, stream);
-            if (e == cudaSuccess)
-                e = cudaStreamSynchronize(stream);
-            if (e != cudaSuccess) {
-                ret = record(ctx, e, "reading headers of device inputs");
-                break;
-            }
-            for (size_t i = 0; i < n; i++) {
-                if (!want[i])
-                    continue;
-                size_t needed = 0, got = want[i];
-                status_ret[i] = l3_read_layout(ctx->probe + off[i], got, &hi[i].info,
-                                               &hi[i].lay, &needed);
-                want[i] = 0;
-                if (status_ret[i] == L3_ERR_TRUNCATED && round == 0 && needed > got &&
-                    needed <= in[i].size)
-                    want[i] = needed;
-            }
-        }
-        free(want);
-        free(off);
+        ret = read_device_headers(ctx, in, n, hi, status_ret, stream);
     } else {
         for (size_t i = 0; i < n; i++)
             if (!status_ret[i])
@@ -385,136 +515,155 @@ static int decode_batch_locked(l3gpu_ctx *ctx, const struct l3gpu_input *in, siz
         if (out && tot.slot && n > out_size / tot.slot)
             ret = L3GPU_ERR_OUTPUT_TOO_SMALL;
     }
+    if (ret)
+        goto out;
 
-    /* 2. plan: descriptors, item prefix sums, statuses (pinned staging) */
-    size_t desc_bytes = align_up(n * sizeof(l3g_image));
-    size_t start_bytes = align_up((n + 1) * sizeof(uint64_t));
-    size_t status_bytes = align_up(n * sizeof(int));
-    size_t meta = desc_bytes + start_bytes + status_bytes;
-    size_t in_bytes = memory == L3GPU_MEM_DEVICE ? 0 : tot.in_total;
-    size_t stage_bytes = meta + (memory == L3GPU_MEM_HOST ? in_bytes : 0);
-    if (!ret) {
-        e = grow_pinned((void **)&ctx->pin, &ctx->pin_cap, stage_bytes);
+    {
+        /* 2. plan: descriptors, item prefix sums, statuses (pinned staging) */
+        size_t desc_bytes = align_up(n * sizeof(l3g_image));
+        size_t start_bytes = align_up((n + 1) * sizeof(uint64_t));
+        size_t status_bytes = align_up(n * sizeof(int));
+        size_t meta = desc_bytes + start_bytes + status_bytes;
+        size_t in_bytes = memory == L3GPU_MEM_DEVICE ? 0 : tot.in_total;
+        size_t stage_bytes = meta + (memory == L3GPU_MEM_HOST ? in_bytes : 0);
+        e = grow_pinned(ctx, (void **)&sl->pin, &sl->pin_cap, stage_bytes);
         if (e == cudaSuccess)
-            e = grow_pinned((void **)&ctx->status_pin, &ctx->status_cap, n * sizeof(int));
-        if (e == cudaSuccess)
-            e = grow_device(&ctx->dev, &ctx->dev_cap, meta + in_bytes, ctx->dev_stream, stream);
-        if (e != cudaSuccess)
-            ret = record(ctx, e, "allocating staging memory");
-    }
-    if (ret) {
-        free(hi);
-        free(sizes);
-        free(bases);
-        return ret;
-    }
-    l3g_image *ims = (l3g_image *)ctx->pin;
-    uint64_t *item_start = (uint64_t *)(ctx->pin + desc_bytes);
-    int *dstatus = (int *)(ctx->pin + desc_bytes + start_bytes);
-    uint8_t *dev_inputs = ctx->dev + meta;
-    for (size_t i = 0; i < n; i++) {
-        if (status_ret[i])
-            continue;
-        if (memory == L3GPU_MEM_DEVICE) {
-            bases[i] = (const uint8_t *)in[i].data;
-        } else {
-            bases[i] = dev_inputs + hi[i].in_off;
-            if (memory == L3GPU_MEM_HOST)
-                memcpy(ctx->pin + meta + hi[i].in_off, in[i].data,
-                       hi[i].lay.header_size + (size_t)hi[i].lay.payload_size);
+            e = grow_pinned(ctx, (void **)&sl->status_pin, &sl->status_cap, n * sizeof(int));
+        if (e == cudaSuccess && sl->dev_cap < meta + in_bytes) {
+            enqueued = true; /* the slot's last batch is finished: its buffer is idle */
+            e = grow_device(&sl->dev, &sl->dev_cap, meta + in_bytes, stream);
         }
-    }
-    l3g_fill(hi, n, status_ret, fmt, out, out_ptrs, bases, ims, item_start, dstatus, &tot);
-
-    /* 3. scratch */
-    size_t need_scratch = align_up((size_t)(tot.samples * 2)) + align_up((size_t)tot.tiles);
-    uint8_t *scr;
-    if (scratch) {
-        if (scratch_size < need_scratch) {
-            free(hi);
-            free(sizes);
-            free(bases);
-            return L3GPU_ERR_SCRATCH_TOO_SMALL;
-        }
-        scr = (uint8_t *)scratch;
-    } else {
-        e = grow_device(&ctx->scratch, &ctx->scratch_cap, need_scratch, ctx->dev_stream, stream);
         if (e != cudaSuccess) {
-            free(hi);
-            free(sizes);
-            free(bases);
-            return record(ctx, e, "allocating scratch");
+            ret = record(ctx, e, "allocating staging memory");
+            goto out;
         }
-        scr = ctx->scratch;
-    }
-    ctx->dev_stream = stream;
-    uint16_t *planes_buf = (uint16_t *)scr;
-    uint8_t *flags_buf = scr + align_up((size_t)(tot.samples * 2));
+        l3g_image *ims = (l3g_image *)sl->pin;
+        uint64_t *item_start = (uint64_t *)(sl->pin + desc_bytes);
+        int *dstatus = (int *)(sl->pin + desc_bytes + start_bytes);
+        uint8_t *dev_inputs = sl->dev + meta;
+        for (size_t i = 0; i < n; i++) {
+            if (status_ret[i])
+                continue;
+            if (memory == L3GPU_MEM_DEVICE) {
+                bases[i] = (const uint8_t *)in[i].data;
+            } else {
+                bases[i] = dev_inputs + hi[i].in_off;
+                if (memory == L3GPU_MEM_HOST)
+                    memcpy(sl->pin + meta + hi[i].in_off, in[i].data,
+                           hi[i].lay.header_size + (size_t)hi[i].lay.payload_size);
+            }
+        }
+        l3g_fill(hi, n, status_ret, fmt, out, out_ptrs, bases, ims, item_start, dstatus, &tot);
 
-    /* 4. copies, launches, status copy-back: all on the caller's stream */
-    e = cudaMemcpyAsync(ctx->dev, ctx->pin, stage_bytes, cudaMemcpyHostToDevice, stream);
-    if (e == cudaSuccess && memory == L3GPU_MEM_PINNED) {
-        for (size_t i = 0; i < n && e == cudaSuccess; i++)
-            if (!status_ret[i])
-                e = cudaMemcpyAsync(dev_inputs + hi[i].in_off, in[i].data,
-                                    hi[i].lay.header_size + (size_t)hi[i].lay.payload_size,
-                                    cudaMemcpyHostToDevice, stream);
-    }
-    if (e == cudaSuccess)
-        e = cudaEventRecord(ctx->staging_free, stream);
-    if (e == cudaSuccess && out && tot.slot == 0) /* no image readable: zero it all */
-        e = cudaMemsetAsync(out, 0, out_size, stream);
-    const l3g_image *d_ims = (const l3g_image *)ctx->dev;
-    const uint64_t *d_start = (const uint64_t *)(ctx->dev + desc_bytes);
-    int *d_status = (int *)(ctx->dev + desc_bytes + start_bytes);
-    if (e == cudaSuccess && ctx->timing)
-        e = cudaEventRecord(ctx->tev[0], stream);
-    if (e == cudaSuccess && tot.items) {
-        uint64_t blocks = (tot.items + 127) / 128;
-        L3G_LAUNCH(l3g_decode_planes, (unsigned)blocks, 128, stream, d_ims, d_start, (uint32_t)n,
-                   tot.items, planes_buf, flags_buf, d_status);
-        e = cudaGetLastError();
-    }
-    if (e == cudaSuccess && ctx->timing)
-        e = cudaEventRecord(ctx->tev[1], stream);
-    if (e == cudaSuccess && tot.max_pixels) {
-        uint64_t bx = ((uint64_t)tot.max_pixels + 1023) / 1024; /* ~4 pixels per thread */
-        if (bx > 65535)
-            bx = 65535;
-        for (size_t y0 = 0; y0 < n && e == cudaSuccess; y0 += 65535) {
-            unsigned gy = (unsigned)(n - y0 < 65535 ? n - y0 : 65535);
-            dim3 grid((unsigned)bx, gy);
-            L3G_LAUNCH(l3g_convert, grid, 256, stream, d_ims, (uint32_t)y0, planes_buf, flags_buf,
-                       d_status);
+        /* 3. scratch: the context's own follows the batch that used it last */
+        size_t need_scratch = align_up((size_t)(tot.samples * 2)) + align_up((size_t)tot.tiles);
+        uint8_t *scr;
+        cudaEvent_t scratch_wait =
+            uses_scratch && ctx->scratch_slot >= 0 ? ctx->slots[ctx->scratch_slot].done : nullptr;
+        if (scratch) {
+            if (scratch_size < need_scratch) {
+                ret = L3GPU_ERR_SCRATCH_TOO_SMALL;
+                goto out;
+            }
+            scr = (uint8_t *)scratch;
+        } else {
+            if (ctx->scratch_cap < need_scratch) {
+                enqueued = true;
+                if (scratch_wait)
+                    e = cudaStreamWaitEvent(stream, scratch_wait, 0);
+                if (e == cudaSuccess)
+                    e = grow_device(&ctx->scratch, &ctx->scratch_cap, need_scratch, stream);
+                if (e != cudaSuccess) {
+                    ret = record(ctx, e, "allocating scratch");
+                    goto out;
+                }
+            }
+            scr = ctx->scratch;
+        }
+        uint16_t *planes_buf = (uint16_t *)scr;
+        uint8_t *flags_buf = scr + align_up((size_t)(tot.samples * 2));
+
+        /* 4. copies, launches, status copy-back: all on the caller's stream */
+        enqueued = true;
+        e = cudaMemcpyAsync(sl->dev, sl->pin, stage_bytes, cudaMemcpyHostToDevice, stream);
+        if (e == cudaSuccess && memory == L3GPU_MEM_PINNED) {
+            for (size_t i = 0; i < n && e == cudaSuccess; i++)
+                if (!status_ret[i])
+                    e = cudaMemcpyAsync(dev_inputs + hi[i].in_off, in[i].data,
+                                        hi[i].lay.header_size + (size_t)hi[i].lay.payload_size,
+                                        cudaMemcpyHostToDevice, stream);
+        }
+        if (e == cudaSuccess && out && tot.slot == 0) /* no image readable: zero it all */
+            e = cudaMemsetAsync(out, 0, out_size, stream);
+        if (e == cudaSuccess && scratch_wait)
+            e = cudaStreamWaitEvent(stream, scratch_wait, 0);
+        const l3g_image *d_ims = (const l3g_image *)sl->dev;
+        const uint64_t *d_start = (const uint64_t *)(sl->dev + desc_bytes);
+        int *d_status = (int *)(sl->dev + desc_bytes + start_bytes);
+        if (e == cudaSuccess && ctx->timing)
+            e = cudaEventRecord(ctx->tev[0], stream);
+        /* R3: an error some earlier call left in this thread is not this launch's */
+        if (e == cudaSuccess)
+            (void)cudaGetLastError();
+        if (e == cudaSuccess && tot.items) {
+            uint64_t blocks = (tot.items + 127) / 128;
+            L3G_LAUNCH(l3g_decode_planes, (unsigned)blocks, 128, stream, d_ims, d_start,
+                       (uint32_t)n, tot.items, planes_buf, flags_buf, d_status);
             e = cudaGetLastError();
         }
+        if (e == cudaSuccess && ctx->timing)
+            e = cudaEventRecord(ctx->tev[1], stream);
+        if (e == cudaSuccess && tot.max_pixels) {
+            uint64_t bx = ((uint64_t)tot.max_pixels + 1023) / 1024; /* ~4 pixels per thread */
+            if (bx > 65535)
+                bx = 65535;
+            for (size_t y0 = 0; y0 < n && e == cudaSuccess; y0 += 65535) {
+                unsigned gy = (unsigned)(n - y0 < 65535 ? n - y0 : 65535);
+                dim3 grid((unsigned)bx, gy);
+                L3G_LAUNCH(l3g_convert, grid, 256, stream, d_ims, (uint32_t)y0, planes_buf,
+                           flags_buf, d_status);
+                e = cudaGetLastError();
+            }
+        }
+        if (e == cudaSuccess && ctx->timing)
+            e = cudaEventRecord(ctx->tev[2], stream);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(sl->status_pin, d_status, n * sizeof(int),
+                                cudaMemcpyDeviceToHost, stream);
+        if (e == cudaSuccess)
+            e = cudaEventRecord(sl->done, stream);
+        if (e != cudaSuccess) {
+            ret = record(ctx, e, "launching the batch");
+            goto out;
+        }
     }
-    if (e == cudaSuccess && ctx->timing)
-        e = cudaEventRecord(ctx->tev[2], stream);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(ctx->status_pin, d_status, n * sizeof(int), cudaMemcpyDeviceToHost,
-                            stream);
-    if (e == cudaSuccess)
-        e = cudaEventRecord(ctx->done, stream);
-    free(hi);
-    free(sizes);
-    free(bases);
-    if (e != cudaSuccess) {
-        for (size_t i = 0; i < n; i++)
-            if (!status_ret[i])
-                status_ret[i] = L3GPU_IMG_ABORTED;
-        return record(ctx, e, "launching the batch");
-    }
-    ctx->pending = 1;
-    ctx->last_n = n;
+    sl->state = slot::IN_FLIGHT;
+    sl->owner = status_ret;
+    sl->n = n;
+    if (uses_scratch)
+        ctx->scratch_slot = si;
+    ctx->next_slot = si ^ 1;
     for (size_t i = 0; i < n; i++) {
         if (!status_ret[i])
             status_ret[i] = L3GPU_IMG_PENDING;
         else
             ret = L3GPU_ERR_IMAGE;
     }
+out:
+    if (ret != L3GPU_OK && ret != L3GPU_ERR_IMAGE) {
+        if (enqueued)
+            abandon(ctx, sl, si, uses_scratch, stream);
+        for (size_t i = 0; i < n; i++)
+            if (!status_ret[i] || status_ret[i] == L3GPU_IMG_PENDING)
+                status_ret[i] = L3GPU_IMG_ABORTED;
+    }
+    free(hi);
+    free(sizes);
+    free(bases);
     return ret;
 }
+
+extern "C" {
 
 int l3gpu_decode_batch(l3gpu_ctx *ctx, const struct l3gpu_input *in, size_t n, int memory,
                        const struct l3gpu_format *fmt, void *out, size_t out_size,
@@ -528,9 +677,12 @@ int l3gpu_decode_batch(l3gpu_ctx *ctx, const struct l3gpu_input *in, size_t n, i
     if (n == 0)
         return L3GPU_OK;
     pthread_mutex_lock(&ctx->mu);
-    device_guard g(ctx->device);
-    int st = decode_batch_locked(ctx, in, n, memory, fmt, out, out_size, out_ptrs, scratch,
+    int st;
+    {
+        device_guard g(ctx->device);
+        st = decode_batch_locked(ctx, in, n, memory, fmt, out, out_size, out_ptrs, scratch,
                                  scratch_size, status_ret, (cudaStream_t)stream);
+    }
     pthread_mutex_unlock(&ctx->mu);
     return st;
 }
@@ -540,25 +692,36 @@ int l3gpu_batch_finish(l3gpu_ctx *ctx, int *status_ret, size_t n)
     if (!ctx || (n && !status_ret))
         return L3GPU_ERR_INVALID_ARG;
     pthread_mutex_lock(&ctx->mu);
-    device_guard g(ctx->device);
     int ret = L3GPU_OK;
-    if (ctx->pending) {
-        cudaError_t e = cudaEventSynchronize(ctx->done);
+    slot *sl = nullptr;
+    for (slot &s : ctx->slots)
+        if (s.state == slot::IN_FLIGHT && s.owner == status_ret)
+            sl = &s;
+    if (sl) {
+        cudaError_t e;
+        {
+            device_guard g(ctx->device);
+            e = cudaEventSynchronize(sl->done);
+        }
         if (e != cudaSuccess) {
             ret = record(ctx, e, "batch");
             for (size_t i = 0; i < n; i++)
                 if (status_ret[i] == L3GPU_IMG_PENDING)
                     status_ret[i] = L3GPU_IMG_ABORTED;
         } else {
-            for (size_t i = 0; i < n && i < ctx->last_n; i++)
+            for (size_t i = 0; i < n && i < sl->n; i++)
                 if (status_ret[i] == L3GPU_IMG_PENDING)
-                    status_ret[i] = ctx->status_pin[i];
+                    status_ret[i] = sl->status_pin[i];
         }
-        ctx->pending = 0;
+        sl->state = slot::FREE;
+        sl->owner = nullptr;
     }
-    for (size_t i = 0; i < n && ret == L3GPU_OK; i++)
-        if (status_ret[i])
+    for (size_t i = 0; i < n && ret == L3GPU_OK; i++) {
+        if (status_ret[i] == L3GPU_IMG_PENDING)
+            ret = invalid(ctx, "l3gpu_batch_finish: no batch in flight has this status array");
+        else if (status_ret[i])
             ret = L3GPU_ERR_IMAGE;
+    }
     pthread_mutex_unlock(&ctx->mu);
     return ret;
 }
@@ -568,14 +731,17 @@ int l3gpu_ctx_set_timing(l3gpu_ctx *ctx, int enable)
     if (!ctx)
         return L3GPU_ERR_INVALID_ARG;
     pthread_mutex_lock(&ctx->mu);
-    device_guard g(ctx->device);
-    cudaError_t e = cudaSuccess;
-    for (int k = 0; k < 3 && e == cudaSuccess; k++)
-        if (!ctx->tev[k])
-            e = cudaEventCreate(&ctx->tev[k]);
-    if (e == cudaSuccess)
-        ctx->timing = enable != 0;
-    int st = record(ctx, e, "cudaEventCreate");
+    int st;
+    {
+        device_guard g(ctx->device);
+        cudaError_t e = cudaSuccess;
+        for (int k = 0; k < 3 && e == cudaSuccess; k++)
+            if (!ctx->tev[k])
+                e = cudaEventCreate(&ctx->tev[k]);
+        if (e == cudaSuccess)
+            ctx->timing = enable != 0;
+        st = record(ctx, e, "cudaEventCreate");
+    }
     pthread_mutex_unlock(&ctx->mu);
     return st;
 }
@@ -585,19 +751,100 @@ int l3gpu_ctx_last_timing(l3gpu_ctx *ctx, float *decode_ms_ret, float *convert_m
     if (!ctx || !ctx->timing)
         return L3GPU_ERR_INVALID_ARG;
     pthread_mutex_lock(&ctx->mu);
-    device_guard g(ctx->device);
     float a = 0, b = 0;
-    cudaError_t e = cudaEventSynchronize(ctx->tev[2]);
-    if (e == cudaSuccess)
-        e = cudaEventElapsedTime(&a, ctx->tev[0], ctx->tev[1]);
-    if (e == cudaSuccess)
-        e = cudaEventElapsedTime(&b, ctx->tev[1], ctx->tev[2]);
-    int st = record(ctx, e, "kernel timing");
+    int st;
+    {
+        device_guard g(ctx->device);
+        cudaError_t e = cudaEventSynchronize(ctx->tev[2]);
+        if (e == cudaSuccess)
+            e = cudaEventElapsedTime(&a, ctx->tev[0], ctx->tev[1]);
+        if (e == cudaSuccess)
+            e = cudaEventElapsedTime(&b, ctx->tev[1], ctx->tev[2]);
+        st = record(ctx, e, "kernel timing");
+    }
     pthread_mutex_unlock(&ctx->mu);
     if (decode_ms_ret)
         *decode_ms_ret = a;
     if (convert_ms_ret)
         *convert_ms_ret = b;
+    return st;
+}
+
+/* ---------------- memory and stream helpers ---------------- */
+
+int l3gpu_alloc_async(l3gpu_ctx *ctx, size_t size, void *stream, void **ptr_ret)
+{
+    if (!ctx || !ptr_ret)
+        return L3GPU_ERR_INVALID_ARG;
+    *ptr_ret = nullptr;
+    pthread_mutex_lock(&ctx->mu);
+    int st;
+    {
+        device_guard g(ctx->device);
+        cudaError_t e = cudaSuccess;
+        if (!ctx->pool) {
+            cudaMemPoolProps props;
+            memset(&props, 0, sizeof props);
+            props.allocType = cudaMemAllocationTypePinned;
+            props.handleTypes = cudaMemHandleTypeNone;
+            props.location.type = cudaMemLocationTypeDevice;
+            props.location.id = ctx->device;
+            e = cudaMemPoolCreate(&ctx->pool, &props);
+            uint64_t keep = UINT64_MAX; /* a cache: never give memory back at a sync */
+            if (e == cudaSuccess)
+                e = cudaMemPoolSetAttribute(ctx->pool, cudaMemPoolAttrReleaseThreshold, &keep);
+        }
+        if (e == cudaSuccess)
+            e = cudaMallocFromPoolAsync(ptr_ret, size ? size : 1, ctx->pool,
+                                        (cudaStream_t)stream);
+        st = record(ctx, e, "cudaMallocFromPoolAsync");
+    }
+    pthread_mutex_unlock(&ctx->mu);
+    return st;
+}
+
+int l3gpu_free_async(l3gpu_ctx *ctx, void *ptr, void *stream)
+{
+    if (!ctx)
+        return L3GPU_ERR_INVALID_ARG;
+    if (!ptr)
+        return L3GPU_OK;
+    pthread_mutex_lock(&ctx->mu);
+    int st;
+    {
+        device_guard g(ctx->device);
+        st = record(ctx, cudaFreeAsync(ptr, (cudaStream_t)stream), "cudaFreeAsync");
+    }
+    pthread_mutex_unlock(&ctx->mu);
+    return st;
+}
+
+static bool same_stream(void *a, void *b)
+{
+    void *legacy = (void *)cudaStreamLegacy;
+    if (!a)
+        a = legacy;
+    if (!b)
+        b = legacy;
+    return a == b;
+}
+
+int l3gpu_stream_wait(l3gpu_ctx *ctx, void *waiter, void *producer)
+{
+    if (!ctx)
+        return L3GPU_ERR_INVALID_ARG;
+    if (same_stream(waiter, producer))
+        return L3GPU_OK;
+    pthread_mutex_lock(&ctx->mu);
+    int st;
+    {
+        device_guard g(ctx->device);
+        cudaError_t e = cudaEventRecord(ctx->order_ev, (cudaStream_t)producer);
+        if (e == cudaSuccess)
+            e = cudaStreamWaitEvent((cudaStream_t)waiter, ctx->order_ev, 0);
+        st = record(ctx, e, "ordering streams");
+    }
+    pthread_mutex_unlock(&ctx->mu);
     return st;
 }
 

@@ -74,6 +74,7 @@ enum l3gpu_status {
     L3GPU_ERR_SCRATCH_TOO_SMALL = 8, /* caller scratch below l3gpu_scratch_size() */
     L3GPU_ERR_NOT_BUILT = 9,         /* this build has no CUDA support */
     L3GPU_ERR_THREAD = 10,           /* could not start worker threads */
+    L3GPU_ERR_BUSY = 11,             /* two batches in flight on the context: finish one */
 };
 
 /* Per-image codes beyond enum l3_status (values >= 100). */
@@ -149,14 +150,27 @@ L3GPU_API int l3gpu_cpu_convert(const struct l3_info *info, const void *pixels, 
 
 /* ---------------- CUDA (libl3gpu; only when built with nvcc) ---------------- */
 
-/* A decoder bound to one CUDA device. It owns pinned staging memory, a device
- * input area, the default scratch and small descriptor tables, all reused and
- * grown on demand. */
+/* A decoder bound to one CUDA device. It owns two sets of pinned staging and
+ * device descriptor memory (so that the host packs one batch while the
+ * device decodes the previous one), the default scratch and a stream-ordered
+ * memory pool, all reused and grown on demand, never with a device-wide
+ * synchronisation (buffers replaced by larger ones are freed stream-ordered,
+ * page-locked ones when the context is destroyed).
+ *
+ * Devices: every call switches the calling thread to the context's device
+ * and back; "back" only to a device whose primary context exists, so a
+ * thread that never used a device gets no context there (it is left on the
+ * context's device, as PyTorch's device guards leave it).
+ * Errors: a per-thread CUDA error left by an earlier failed call (anyone's)
+ * does not fail a batch; the library reads launch errors after clearing it. */
 typedef struct l3gpu_ctx l3gpu_ctx;
 
 /* Number of CUDA devices; L3GPU_ERR_NO_DRIVER / L3GPU_ERR_NO_DEVICE (with
  * *count_ret = 0) when there is no usable GPU. Never aborts. Thread-safe. */
 L3GPU_API int l3gpu_device_count(int *count_ret);
+/* The calling thread's current CUDA device (cudaGetDevice: 0 when it never
+ * chose one; makes no context). Thread-safe. */
+L3GPU_API int l3gpu_current_device(int *device_ret);
 
 /* Creates a context on `device`. Without a driver or device it returns
  * L3GPU_ERR_NO_DRIVER or L3GPU_ERR_NO_DEVICE and sets *ctx_ret = NULL (no
@@ -165,7 +179,8 @@ L3GPU_API int l3gpu_ctx_create(int device, l3gpu_ctx **ctx_ret);
 /* Waits for the context's own pending work, then frees it. NULL is fine. Not
  * to be called while another thread uses the context. */
 L3GPU_API void l3gpu_ctx_destroy(l3gpu_ctx *ctx);
-/* Text of the last CUDA error seen by the context (static or owned by ctx). */
+/* Text of the last error seen by the context (owned by ctx; not for use while
+ * another thread calls into the context). */
 L3GPU_API const char *l3gpu_ctx_error(const l3gpu_ctx *ctx);
 
 /* Device scratch a batch of these images needs (the decoded tile planes and
@@ -173,38 +188,49 @@ L3GPU_API const char *l3gpu_ctx_error(const l3gpu_ctx *ctx);
 L3GPU_API int l3gpu_scratch_size(const struct l3_info *infos, size_t n, size_t *bytes_ret);
 
 /* Decodes a batch on the context's device, asynchronously on `stream` (a
- * cudaStream_t). All tiles of all images are decoded in one kernel launch and
- * converted in a second one; host inputs are packed into the context's pinned
- * staging buffer and copied with one cudaMemcpyAsync on `stream`; nothing
- * waits for the device except (a) reading headers of L3GPU_MEM_DEVICE inputs
- * (a small copy + cudaStreamSynchronize(stream)) and (b) reuse of the pinned
- * staging of the previous batch (waits on the context's own event).
+ * cudaStream_t of the context's device; NULL = legacy default stream). All
+ * tiles of all images are decoded in one kernel launch and converted in a
+ * second one; pageable host inputs are packed into pinned staging and copied
+ * with one cudaMemcpyAsync. Nothing waits for the device except reading the
+ * headers of L3GPU_MEM_DEVICE inputs (a small copy + a synchronisation of
+ * `stream`). A batch that uses the context's scratch is ordered after the
+ * previous batch (a device-side wait, whatever its stream).
  *
  * Headers and tile tables are validated on the host before the launch
  * (l3_read_layout); images failing it get their status at once and are not
- * decoded. `out` (contiguous, out_size bytes, device memory) or `out_ptrs` (n
- * device pointers): as for l3gpu_cpu_decode_batch. scratch: NULL to use the
- * context's own, else device memory of scratch_size >= l3gpu_scratch_size().
+ * decoded. `out` (contiguous, out_size bytes) or `out_ptrs` (n pointers):
+ * device memory of the context's device, aligned for the dtype; otherwise as
+ * for l3gpu_cpu_decode_batch. scratch: NULL to use the context's own, else
+ * device memory of scratch_size >= l3gpu_scratch_size(), 2-byte aligned.
+ * Inputs: L3GPU_MEM_HOST pageable (or any host) memory, L3GPU_MEM_PINNED
+ * page-locked memory, L3GPU_MEM_DEVICE device memory of the context's device.
+ * Pointers that do not satisfy this are L3GPU_ERR_INVALID_ARG, found before
+ * anything is launched.
  *
  * status_ret (n entries, host) receives the host-side validation results at
  * once; images that were launched read L3GPU_IMG_PENDING until
- * l3gpu_batch_finish() fills in what the kernel found. Return value:
- * L3GPU_OK, L3GPU_ERR_IMAGE (some image failed validation) or a call error.
+ * l3gpu_batch_finish(ctx, status_ret, n). It identifies the batch: up to two
+ * batches may be in flight on a context, a third call returns L3GPU_ERR_BUSY
+ * (nothing done) until one of them is finished. Return value: L3GPU_OK,
+ * L3GPU_ERR_IMAGE (some image failed validation) or a call error (then no
+ * image is pending; work already queued stays ordered before later batches).
  *
- * Thread-safe: calls on one context are serialised by a mutex; use one
- * context per host thread for concurrency. The caller's buffers (inputs,
- * out, scratch) must stay valid until the stream reaches this work; host
- * inputs may be reused as soon as the call returns. */
+ * Thread-safe: calls on one context are serialised by a mutex, and each
+ * thread's batches keep their own statuses. Pageable inputs may be reused as
+ * soon as the call returns; pinned and device inputs, out and scratch must
+ * stay valid and unchanged until `stream` reaches this work. */
 L3GPU_API int l3gpu_decode_batch(l3gpu_ctx *ctx, const struct l3gpu_input *in, size_t n,
                                  int memory, const struct l3gpu_format *fmt, void *out,
                                  size_t out_size, void *const *out_ptrs, void *scratch,
                                  size_t scratch_size, int *status_ret, void *stream);
 
-/* Blocks until the context's last batch has completed (waits on the context's
- * event, not on the whole device), then replaces L3GPU_IMG_PENDING entries of
- * status_ret (the array given to l3gpu_decode_batch, n entries) with the
- * kernel's per-image results. Returns L3GPU_OK, L3GPU_ERR_IMAGE or
- * L3GPU_ERR_CUDA. Call it before the next l3gpu_decode_batch on the context. */
+/* Blocks until the batch decoded with status_ret has completed (waits on
+ * that batch's event, not on the stream or the device), then replaces its
+ * L3GPU_IMG_PENDING entries with the kernel's per-image results. Returns
+ * L3GPU_OK, L3GPU_ERR_IMAGE or L3GPU_ERR_CUDA (pending entries become
+ * L3GPU_IMG_ABORTED). Calling it again for a finished batch only recomputes
+ * the return value; PENDING entries that belong to no batch of the context
+ * are L3GPU_ERR_INVALID_ARG. */
 L3GPU_API int l3gpu_batch_finish(l3gpu_ctx *ctx, int *status_ret, size_t n);
 
 /* Benchmarks: when enabled, each batch records CUDA events around its two
@@ -213,8 +239,21 @@ L3GPU_API int l3gpu_batch_finish(l3gpu_ctx *ctx, int *status_ret, size_t n);
 L3GPU_API int l3gpu_ctx_set_timing(l3gpu_ctx *ctx, int enable);
 L3GPU_API int l3gpu_ctx_last_timing(l3gpu_ctx *ctx, float *decode_ms_ret, float *convert_ms_ret);
 
+/* Stream-ordered device memory from the context's caching pool (freed
+ * memory is kept for reuse, not returned to the driver): usable by work on
+ * `stream` enqueued after the call (other streams: after an event wait);
+ * l3gpu_free_async releases it once `stream` reaches that point. Neither
+ * synchronises anything. */
+L3GPU_API int l3gpu_alloc_async(l3gpu_ctx *ctx, size_t size, void *stream, void **ptr_ret);
+L3GPU_API int l3gpu_free_async(l3gpu_ctx *ctx, void *ptr, void *stream);
+/* Makes `waiter` wait (on the device) for the work enqueued on `producer` so
+ * far: an event recorded on producer, waited on by waiter. No-op when they
+ * are the same stream. Both streams of the context's device. */
+L3GPU_API int l3gpu_stream_wait(l3gpu_ctx *ctx, void *waiter, void *producer);
+
 /* Small helpers so that callers without CUDA headers (the Python module,
- * tests) can manage device memory on the context's device. */
+ * tests) can manage device memory on the context's device. l3gpu_malloc and
+ * l3gpu_free are cudaMalloc/cudaFree (cudaFree synchronises the device). */
 L3GPU_API int l3gpu_malloc(l3gpu_ctx *ctx, size_t size, void **ptr_ret);
 L3GPU_API void l3gpu_free(l3gpu_ctx *ctx, void *ptr);
 L3GPU_API int l3gpu_memcpy_to_host(l3gpu_ctx *ctx, void *dst, const void *src, size_t size);

@@ -343,7 +343,428 @@ Test(cuda, pageable_inputs_reusable_at_return)
     runtime_clean();
 }
 
+/* ---------------- R2: one context, two threads ---------------- */
+
+struct r2_thread {
+    l3gpu_ctx *ctx;
+    const struct l3gpu_input *in;
+    size_t n;
+    const struct l3gpu_format *f;
+    void *out;
+    size_t out_size;
+    int status[4];
+    int ret_decode, ret_finish;
+    pthread_mutex_t *mu;
+    pthread_cond_t *cv;
+    int *step; /* 0: A decodes, 1: B decodes, 2: A finishes, 3: B finishes */
+    int first; /* decode at step `first`, finish at step `first + 2` */
+};
+
+static void r2_wait(struct r2_thread *t, int step)
+{
+    pthread_mutex_lock(t->mu);
+    while (*t->step != step)
+        pthread_cond_wait(t->cv, t->mu);
+    pthread_mutex_unlock(t->mu);
+}
+
+static void r2_next(struct r2_thread *t)
+{
+    pthread_mutex_lock(t->mu);
+    (*t->step)++;
+    pthread_cond_broadcast(t->cv);
+    pthread_mutex_unlock(t->mu);
+}
+
+static void *r2_run(void *arg)
+{
+    struct r2_thread *t = arg;
+    r2_wait(t, t->first);
+    t->ret_decode = l3gpu_decode_batch(t->ctx, t->in, t->n, L3GPU_MEM_HOST, t->f, t->out,
+                                       t->out_size, NULL, NULL, 0, t->status, NULL);
+    r2_next(t);
+    r2_wait(t, t->first + 2);
+    t->ret_finish = l3gpu_batch_finish(t->ctx, t->status, t->n);
+    r2_next(t);
+    return NULL;
+}
+
+/* R2: thread A decodes, thread B decodes on the same context, then A and B
+ * finish: each gets its own batch's statuses and bytes. */
+Test(cuda, shared_context_threads_keep_their_statuses)
+{
+    l3gpu_ctx *ctx = open_ctx(0);
+    struct gen g[3], h[3];
+    rgb_set(g, 100);
+    rgb_set(h, 200);
+    struct l3gpu_input a[3], b[3];
+    to_inputs(g, 3, a);
+    to_inputs(h, 3, b);
+    b[1].size -= 50; /* truncated */
+    struct l3gpu_format f;
+    l3gpu_format_init(&f);
+    size_t bytes;
+    cr_assert_eq(l3gpu_output_shape(&g[0].info, &f, NULL, &bytes), 0);
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+    int step = 0;
+    struct r2_thread ta = {ctx, a, 3, &f, dev_alloc(ctx, 3 * bytes, 1), 3 * bytes, {0},
+                           -1, -1, &mu, &cv, &step, 0};
+    struct r2_thread tb = {ctx, b, 3, &f, dev_alloc(ctx, 3 * bytes, 2), 3 * bytes, {0},
+                           -1, -1, &mu, &cv, &step, 1};
+    pthread_t pa, pb;
+    pthread_create(&pa, NULL, r2_run, &ta);
+    pthread_create(&pb, NULL, r2_run, &tb);
+    pthread_join(pa, NULL);
+    pthread_join(pb, NULL);
+    cr_assert_eq(ta.ret_decode, L3GPU_OK, "A decode: %s", l3gpu_strerror(ta.ret_decode));
+    cr_assert_eq(ta.ret_finish, L3GPU_OK, "A finish: %s; A statuses %d %d %d",
+                 l3gpu_strerror(ta.ret_finish), ta.status[0], ta.status[1], ta.status[2]);
+    cr_assert_eq(tb.ret_decode, L3GPU_ERR_IMAGE, "B decode: %s", l3gpu_strerror(tb.ret_decode));
+    cr_assert_eq(tb.ret_finish, L3GPU_ERR_IMAGE, "B finish: %s", l3gpu_strerror(tb.ret_finish));
+    for (int k = 0; k < 3; k++)
+        cr_assert_eq(ta.status[k], 0, "A statuses %d %d %d", ta.status[0], ta.status[1],
+                     ta.status[2]);
+    cr_assert(tb.status[0] == 0 && tb.status[1] == L3_ERR_TRUNCATED && tb.status[2] == 0,
+              "B statuses %d %d %d", tb.status[0], tb.status[1], tb.status[2]);
+    int sc[3];
+    uint8_t *cpu = malloc(3 * bytes);
+    for (int t = 0; t < 2; t++) {
+        struct r2_thread *x = t ? &tb : &ta;
+        l3gpu_cpu_decode_batch(x->in, 3, &f, cpu, 3 * bytes, NULL, sc, 1);
+        uint8_t *got = download(ctx, x->out, 3 * bytes);
+        cr_assert(!memcmp(got, cpu, 3 * bytes), "thread %c: bytes differ", 'A' + t);
+        free(got);
+        l3gpu_free(ctx, x->out);
+    }
+    free(cpu);
+    for (int k = 0; k < 3; k++) {
+        gen_free(&g[k]);
+        gen_free(&h[k]);
+    }
+    l3gpu_ctx_destroy(ctx);
+    runtime_clean();
+}
+
+/* ---------------- R3: stale runtime errors ---------------- */
+
+/* R3: a failed runtime call before a batch (an allocation too large) must
+ * not fail the next good batch. */
+Test(cuda, stale_error_does_not_fail_next_batch)
+{
+    l3gpu_ctx *ctx = open_ctx(0);
+    void *p = NULL;
+    cr_assert_eq(l3gpu_malloc(ctx, (size_t)1 << 62, &p), L3GPU_ERR_NOMEM);
+    cr_assert_null(p);
+    struct gen g[3];
+    rgb_set(g, 300);
+    struct l3gpu_input in[3];
+    to_inputs(g, 3, in);
+    struct l3gpu_format f;
+    l3gpu_format_init(&f);
+    check_batch(ctx, in, 3, L3GPU_MEM_HOST, &f, NULL, "batch after a failed allocation");
+    for (int k = 0; k < 3; k++)
+        gen_free(&g[k]);
+    l3gpu_ctx_destroy(ctx);
+    runtime_clean();
+}
+
+/* ---------------- R4: pointers the device cannot use ---------------- */
+
+static int try_out(l3gpu_ctx *ctx, const struct l3gpu_input *in, size_t n, int memory,
+                   const struct l3gpu_format *f, void *out, size_t out_size, void *const *ptrs,
+                   void *scratch, size_t scratch_size)
+{
+    int st_[8];
+    int st = l3gpu_decode_batch(ctx, in, n, memory, f, out, out_size, ptrs, scratch, scratch_size,
+                                st_, NULL);
+    if (st == L3GPU_OK || st == L3GPU_ERR_IMAGE)
+        st = l3gpu_batch_finish(ctx, st_, n);
+    return st;
+}
+
+/* R4: a misaligned float output, host memory as output, scratch or device
+ * input, a misaligned out_ptrs entry: L3GPU_ERR_INVALID_ARG before anything
+ * is launched, and the context (the process's CUDA context) still works. */
+Test(cuda, unusable_pointers_are_invalid_arguments)
+{
+    l3gpu_ctx *ctx = open_ctx(0);
+    struct gen g[3];
+    rgb_set(g, 400);
+    struct l3gpu_input in[3];
+    to_inputs(g, 3, in);
+    struct l3gpu_format f;
+    l3gpu_format_init(&f);
+    f.dtype = L3GPU_F32;
+    size_t bytes, scr;
+    cr_assert_eq(l3gpu_output_shape(&g[0].info, &f, NULL, &bytes), 0);
+    struct l3_info infos[3] = {g[0].info, g[1].info, g[2].info};
+    cr_assert_eq(l3gpu_scratch_size(infos, 3, &scr), 0);
+    uint8_t *d = dev_alloc(ctx, 3 * bytes + 64, 0);
+    uint8_t *host = malloc(3 * bytes + 64);
+    int st;
+    st = try_out(ctx, in, 3, L3GPU_MEM_HOST, &f, d + 1, 3 * bytes, NULL, NULL, 0);
+    cr_assert_eq(st, L3GPU_ERR_INVALID_ARG, "misaligned f32 output: %s (%s)", l3gpu_strerror(st),
+                 l3gpu_ctx_error(ctx));
+    st = try_out(ctx, in, 3, L3GPU_MEM_HOST, &f, host, 3 * bytes, NULL, NULL, 0);
+    cr_assert_eq(st, L3GPU_ERR_INVALID_ARG, "host memory as output: %s (%s)", l3gpu_strerror(st),
+                 l3gpu_ctx_error(ctx));
+    void *ptrs[3] = {d, d + bytes + 2, d + 2 * bytes + 32};
+    st = try_out(ctx, in, 3, L3GPU_MEM_HOST, &f, NULL, 0, ptrs, NULL, 0);
+    cr_assert_eq(st, L3GPU_ERR_INVALID_ARG, "misaligned out_ptrs[1]: %s (%s)", l3gpu_strerror(st),
+                 l3gpu_ctx_error(ctx));
+    void *hscr = malloc(scr);
+    st = try_out(ctx, in, 3, L3GPU_MEM_HOST, &f, d, 3 * bytes, NULL, hscr, scr);
+    cr_assert_eq(st, L3GPU_ERR_INVALID_ARG, "host memory as scratch: %s (%s)", l3gpu_strerror(st),
+                 l3gpu_ctx_error(ctx));
+    st = try_out(ctx, in, 3, L3GPU_MEM_DEVICE, &f, d, 3 * bytes, NULL, NULL, 0);
+    cr_assert_eq(st, L3GPU_ERR_INVALID_ARG, "host memory as device input: %s (%s)",
+                 l3gpu_strerror(st), l3gpu_ctx_error(ctx));
+    free(hscr);
+    /* the context still decodes */
+    check_batch(ctx, in, 3, L3GPU_MEM_HOST, &f, NULL, "after the rejected calls");
+    free(host);
+    l3gpu_free(ctx, d);
+    for (int k = 0; k < 3; k++)
+        gen_free(&g[k]);
+    l3gpu_ctx_destroy(ctx);
+    runtime_clean();
+}
+
 #ifdef L3_FAKECUDA
+/* R4 (FAKE: two devices): memory and streams of another device. */
+Test(cuda, other_device_memory_is_invalid_argument)
+{
+    fakecuda_set_devices(2);
+    l3gpu_ctx *ctx = open_ctx(0);
+    struct gen g[3];
+    rgb_set(g, 450);
+    struct l3gpu_input in[3];
+    to_inputs(g, 3, in);
+    struct l3gpu_format f;
+    l3gpu_format_init(&f);
+    size_t bytes;
+    cr_assert_eq(l3gpu_output_shape(&g[0].info, &f, NULL, &bytes), 0);
+    cr_assert_eq(cudaSetDevice(1), cudaSuccess);
+    void *other = NULL;
+    cudaStream_t s1;
+    cr_assert_eq(cudaMalloc(&other, 3 * bytes), cudaSuccess);
+    cr_assert_eq(cudaStreamCreate(&s1), cudaSuccess);
+    cr_assert_eq(cudaSetDevice(0), cudaSuccess);
+    int st = try_out(ctx, in, 3, L3GPU_MEM_HOST, &f, other, 3 * bytes, NULL, NULL, 0);
+    cr_assert_eq(st, L3GPU_ERR_INVALID_ARG, "output on device 1: %s (%s)", l3gpu_strerror(st),
+                 l3gpu_ctx_error(ctx));
+    void *d = dev_alloc(ctx, 3 * bytes, 0);
+    int sg[3];
+    st = l3gpu_decode_batch(ctx, in, 3, L3GPU_MEM_HOST, &f, d, 3 * bytes, NULL, NULL, 0, sg, s1);
+    if (st == L3GPU_OK)
+        st = l3gpu_batch_finish(ctx, sg, 3);
+    cr_assert_eq(st, L3GPU_ERR_INVALID_ARG, "stream of device 1: %s (%s)", l3gpu_strerror(st),
+                 l3gpu_ctx_error(ctx));
+    check_batch(ctx, in, 3, L3GPU_MEM_HOST, &f, NULL, "after the rejected calls");
+    l3gpu_free(ctx, d);
+    for (int k = 0; k < 3; k++)
+        gen_free(&g[k]);
+    l3gpu_ctx_destroy(ctx);
+    runtime_clean();
+}
+
+/* ---------------- R6: the device guard ---------------- */
+
+struct r6_thread {
+    int dev_before; /* -1: the thread never chooses a device */
+    int dev_after;
+    int ok;
+};
+
+static void *r6_run(void *arg)
+{
+    struct r6_thread *t = arg;
+    if (t->dev_before >= 0)
+        cudaSetDevice(t->dev_before);
+    l3gpu_ctx *ctx = NULL;
+    if (l3gpu_ctx_create(2, &ctx))
+        return NULL;
+    struct gen g[3];
+    rgb_set(g, 500);
+    struct l3gpu_input in[3];
+    to_inputs(g, 3, in);
+    struct l3gpu_format f;
+    l3gpu_format_init(&f);
+    size_t bytes;
+    l3gpu_output_shape(&g[0].info, &f, NULL, &bytes);
+    void *d = NULL;
+    int sg[3];
+    t->ok = l3gpu_malloc(ctx, 3 * bytes, &d) == 0 &&
+            l3gpu_decode_batch(ctx, in, 3, L3GPU_MEM_HOST, &f, d, 3 * bytes, NULL, NULL, 0, sg,
+                               NULL) == 0 &&
+            l3gpu_batch_finish(ctx, sg, 3) == 0 && l3gpu_stream_synchronize(ctx, NULL) == 0;
+    l3gpu_free(ctx, d);
+    l3gpu_ctx_destroy(ctx);
+    for (int k = 0; k < 3; k++)
+        gen_free(&g[k]);
+    cudaGetDevice(&t->dev_after);
+    return NULL;
+}
+
+/* R6 (FAKE: four devices): a thread that never chose a device uses GPU 2
+ * only: no context appears on GPU 0; a thread on GPU 1 is back on GPU 1. */
+Test(cuda, device_guard_makes_no_context_on_gpu0)
+{
+    fakecuda_set_devices(4);
+    struct r6_thread t = {-1, -1, 0};
+    pthread_t p;
+    pthread_create(&p, NULL, r6_run, &t);
+    pthread_join(p, NULL);
+    cr_assert(t.ok, "decode on GPU 2 failed");
+    cr_assert_not(fakecuda_context_active(0), "a context was created on GPU 0");
+    cr_assert_not(fakecuda_context_active(1));
+    cr_assert(fakecuda_context_active(2));
+    struct r6_thread u = {1, -1, 0};
+    pthread_create(&p, NULL, r6_run, &u);
+    pthread_join(p, NULL);
+    cr_assert(u.ok);
+    cr_assert_eq(u.dev_after, 1, "current device after the calls: %d", u.dev_after);
+    cr_assert_not(fakecuda_context_active(0), "a context was created on GPU 0");
+    runtime_clean();
+}
+
+/* ---------------- R7: failures and buffer growth ---------------- */
+
+/* R7 (FAKE): the second kernel launch of a batch fails after the copies and
+ * the first kernel were enqueued on stream 1; the next batch on stream 2
+ * must be ordered after that work (no race on the context's buffers) and
+ * decode right. */
+Test(cuda, failed_batch_keeps_its_buffers_ordered)
+{
+    l3gpu_ctx *ctx = open_ctx(0);
+    struct gen g[3], h[3];
+    rgb_set(g, 600);
+    rgb_set(h, 700);
+    struct l3gpu_input a[3], b[3];
+    to_inputs(g, 3, a);
+    to_inputs(h, 3, b);
+    struct l3gpu_format f;
+    l3gpu_format_init(&f);
+    size_t bytes;
+    cr_assert_eq(l3gpu_output_shape(&g[0].info, &f, NULL, &bytes), 0);
+    cudaStream_t s1, s2;
+    cr_assert_eq(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), cudaSuccess);
+    cr_assert_eq(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), cudaSuccess);
+    void *d1 = dev_alloc(ctx, 3 * bytes, 0), *d2 = dev_alloc(ctx, 3 * bytes, 0);
+    int s_a[3], s_b[3];
+    fakecuda_fail_call(FAKECUDA_CALL_LAUNCH, cudaErrorLaunchOutOfResources, 1);
+    int st = l3gpu_decode_batch(ctx, a, 3, L3GPU_MEM_HOST, &f, d1, 3 * bytes, NULL, NULL, 0, s_a,
+                                s1);
+    cr_assert_eq(st, L3GPU_ERR_CUDA, "failed launch: %s", l3gpu_strerror(st));
+    for (int k = 0; k < 3; k++)
+        cr_assert_eq(s_a[k], L3GPU_IMG_ABORTED);
+    l3gpu_batch_finish(ctx, s_a, 3);
+    st = l3gpu_decode_batch(ctx, b, 3, L3GPU_MEM_HOST, &f, d2, 3 * bytes, NULL, NULL, 0, s_b, s2);
+    cr_assert_eq(st, L3GPU_OK, "%s (%s)", l3gpu_strerror(st), l3gpu_ctx_error(ctx));
+    cr_assert_eq(l3gpu_batch_finish(ctx, s_b, 3), L3GPU_OK);
+    cr_assert_eq(l3gpu_stream_synchronize(ctx, s2), L3GPU_OK);
+    uint8_t *cpu = malloc(3 * bytes);
+    int sc[3];
+    l3gpu_cpu_decode_batch(b, 3, &f, cpu, 3 * bytes, NULL, sc, 1);
+    uint8_t *got = download(ctx, d2, 3 * bytes);
+    cr_assert(!memcmp(got, cpu, 3 * bytes), "batch after the failed one: bytes differ");
+    cr_assert_eq(l3gpu_stream_synchronize(ctx, s1), L3GPU_OK);
+    runtime_clean();
+    free(got);
+    free(cpu);
+    l3gpu_free(ctx, d1);
+    l3gpu_free(ctx, d2);
+    l3gpu_ctx_destroy(ctx);
+    cudaStreamDestroy(s1);
+    cudaStreamDestroy(s2);
+    for (int k = 0; k < 3; k++) {
+        gen_free(&g[k]);
+        gen_free(&h[k]);
+    }
+}
+
+/* Batches of n copies of g[0..2] (n <= 8), checked against the CPU. */
+static void grow_batch(l3gpu_ctx *ctx, const struct gen *g, size_t n, void *stream,
+                       const char *name)
+{
+    struct l3gpu_input in[8];
+    for (size_t k = 0; k < n; k++) {
+        in[k].data = g[k % 3].l3;
+        in[k].size = g[k % 3].l3_size;
+    }
+    struct l3gpu_format f;
+    l3gpu_format_init(&f);
+    check_batch(ctx, in, n, L3GPU_MEM_HOST, &f, stream, name);
+}
+
+/* R7 (FAKE): a batch on a stream the caller then destroys, then a larger
+ * batch on another stream (the context's buffers grow). */
+Test(cuda, growth_after_the_last_stream_was_destroyed)
+{
+    l3gpu_ctx *ctx = open_ctx(0);
+    struct gen g[3];
+    rgb_set(g, 800);
+    cudaStream_t s1, s2;
+    cr_assert_eq(cudaStreamCreate(&s1), cudaSuccess);
+    cr_assert_eq(cudaStreamCreate(&s2), cudaSuccess);
+    grow_batch(ctx, g, 1, s1, "small batch on stream 1");
+    cr_assert_eq(cudaStreamSynchronize(s1), cudaSuccess);
+    cr_assert_eq(cudaStreamDestroy(s1), cudaSuccess);
+    grow_batch(ctx, g, 8, s2, "larger batch on stream 2 after stream 1 was destroyed");
+    cudaStreamDestroy(s2);
+    for (int k = 0; k < 3; k++)
+        gen_free(&g[k]);
+    l3gpu_ctx_destroy(ctx);
+    runtime_clean();
+}
+
+/* R7 (FAKE): growing the context's buffers does not synchronise the device
+ * (other streams' work stays queued; no cudaFree/cudaFreeHost). */
+Test(cuda, growth_does_not_synchronise_the_device)
+{
+    l3gpu_ctx *ctx = open_ctx(0);
+    struct gen g[3];
+    rgb_set(g, 900);
+    grow_batch(ctx, g, 1, NULL, "small batch");
+    cudaStream_t other;
+    cr_assert_eq(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
+    void *buf = NULL;
+    cr_assert_eq(cudaMalloc(&buf, 4096), cudaSuccess);
+    cr_assert_eq(cudaMemsetAsync(buf, 7, 4096, other), cudaSuccess); /* someone else's work */
+    struct fakecuda_stats before, after;
+    fakecuda_get_stats(&before);
+    struct l3gpu_input in[8];
+    for (int k = 0; k < 8; k++) {
+        in[k].data = g[k % 3].l3;
+        in[k].size = g[k % 3].l3_size;
+    }
+    struct l3gpu_format f;
+    l3gpu_format_init(&f);
+    size_t bytes;
+    cr_assert_eq(l3gpu_output_shape(&g[0].info, &f, NULL, &bytes), 0);
+    void *d = NULL;
+    cr_assert_eq(cudaMalloc(&d, 8 * bytes), cudaSuccess);
+    int sg[8];
+    cr_assert_eq(l3gpu_decode_batch(ctx, in, 8, L3GPU_MEM_HOST, &f, d, 8 * bytes, NULL, NULL, 0,
+                                    sg, NULL),
+                 L3GPU_OK, "%s", l3gpu_ctx_error(ctx));
+    cr_assert_eq(l3gpu_batch_finish(ctx, sg, 8), L3GPU_OK);
+    fakecuda_get_stats(&after);
+    cr_assert_eq(cudaStreamQuery(other), cudaErrorNotReady,
+                 "the other stream's work was forced to run");
+    cr_assert_eq(after.device_syncs, before.device_syncs,
+                 "%llu device synchronisation(s) while the buffers grew",
+                 after.device_syncs - before.device_syncs);
+    cudaFree(d);
+    cudaFree(buf);
+    cudaStreamDestroy(other);
+    for (int k = 0; k < 3; k++)
+        gen_free(&g[k]);
+    l3gpu_ctx_destroy(ctx);
+    runtime_clean();
+}
+
 /* A kernel fault (sticky, as an illegal address on a GPU) is an
  * L3GPU_ERR_CUDA of the batch, named in the context's error text. */
 Test(cuda, kernel_fault_is_a_cuda_error)
@@ -372,6 +793,129 @@ Test(cuda, kernel_fault_is_a_cuda_error)
         gen_free(&g[k]);
 }
 #endif /* L3_FAKECUDA */
+
+/* Two batches in flight: the host packs the second while the first is
+ * queued (FAKE: nothing runs during the second call); a third is BUSY until
+ * one is finished; finishing twice is harmless; an unknown status array is
+ * an invalid argument. */
+Test(cuda, two_batches_in_flight_then_busy)
+{
+    l3gpu_ctx *ctx = open_ctx(0);
+    struct gen g[3], h[3];
+    rgb_set(g, 1100);
+    rgb_set(h, 1200);
+    struct l3gpu_input a[3], b[3];
+    to_inputs(g, 3, a);
+    to_inputs(h, 3, b);
+    struct l3gpu_format f;
+    l3gpu_format_init(&f);
+    size_t bytes;
+    cr_assert_eq(l3gpu_output_shape(&g[0].info, &f, NULL, &bytes), 0);
+    void *d1 = dev_alloc(ctx, 3 * bytes, 0), *d2 = dev_alloc(ctx, 3 * bytes, 0);
+    void *d3 = dev_alloc(ctx, 3 * bytes, 0);
+    int s1[3], s2[3], s3[3];
+    cr_assert_eq(l3gpu_decode_batch(ctx, a, 3, L3GPU_MEM_HOST, &f, d1, 3 * bytes, NULL, NULL, 0,
+                                    s1, NULL), L3GPU_OK);
+#ifdef L3_FAKECUDA
+    struct fakecuda_stats before, after;
+    fakecuda_get_stats(&before);
+#endif
+    cr_assert_eq(l3gpu_decode_batch(ctx, b, 3, L3GPU_MEM_HOST, &f, d2, 3 * bytes, NULL, NULL, 0,
+                                    s2, NULL), L3GPU_OK);
+#ifdef L3_FAKECUDA
+    fakecuda_get_stats(&after);
+    cr_assert_eq(after.ops_executed, before.ops_executed,
+                 "the second batch waited for %llu operation(s) of the first",
+                 after.ops_executed - before.ops_executed);
+    cr_assert_eq(after.host_waits, before.host_waits);
+#endif
+    cr_assert_eq(l3gpu_decode_batch(ctx, a, 3, L3GPU_MEM_HOST, &f, d3, 3 * bytes, NULL, NULL, 0,
+                                    s3, NULL), L3GPU_ERR_BUSY);
+    cr_assert_eq(l3gpu_decode_batch(ctx, a, 3, L3GPU_MEM_HOST, &f, d3, 3 * bytes, NULL, NULL, 0,
+                                    s1, NULL), L3GPU_ERR_INVALID_ARG, "status array in flight");
+    cr_assert_eq(l3gpu_batch_finish(ctx, s2, 3), L3GPU_OK);
+    cr_assert_eq(l3gpu_batch_finish(ctx, s2, 3), L3GPU_OK, "finishing twice");
+    cr_assert_eq(l3gpu_decode_batch(ctx, a, 3, L3GPU_MEM_HOST, &f, d3, 3 * bytes, NULL, NULL, 0,
+                                    s3, NULL), L3GPU_OK);
+    cr_assert_eq(l3gpu_batch_finish(ctx, s3, 3), L3GPU_OK);
+    cr_assert_eq(l3gpu_batch_finish(ctx, s1, 3), L3GPU_OK);
+    int stray[3] = {L3GPU_IMG_PENDING, 0, 0};
+    cr_assert_eq(l3gpu_batch_finish(ctx, stray, 3), L3GPU_ERR_INVALID_ARG);
+    uint8_t *cpu = malloc(3 * bytes);
+    int sc[3];
+    void *outs[3] = {d1, d2, d3};
+    const struct l3gpu_input *ins[3] = {a, b, a};
+    for (int k = 0; k < 3; k++) {
+        l3gpu_cpu_decode_batch(ins[k], 3, &f, cpu, 3 * bytes, NULL, sc, 1);
+        uint8_t *got = download(ctx, outs[k], 3 * bytes);
+        cr_assert(!memcmp(got, cpu, 3 * bytes), "batch %d: bytes differ", k);
+        free(got);
+        l3gpu_free(ctx, outs[k]);
+    }
+    free(cpu);
+    for (int k = 0; k < 3; k++) {
+        gen_free(&g[k]);
+        gen_free(&h[k]);
+    }
+    l3gpu_ctx_destroy(ctx);
+    runtime_clean();
+}
+
+/* Stream-ordered allocation from the context's pool and ordering between
+ * streams: a batch decoded on one stream into pool memory, read on
+ * another after l3gpu_stream_wait, freed there; no device-wide sync. */
+Test(cuda, pool_memory_and_stream_order)
+{
+    l3gpu_ctx *ctx = open_ctx(0);
+    struct gen g[3];
+    rgb_set(g, 1300);
+    struct l3gpu_input in[3];
+    to_inputs(g, 3, in);
+    struct l3gpu_format f;
+    l3gpu_format_init(&f);
+    size_t bytes;
+    cr_assert_eq(l3gpu_output_shape(&g[0].info, &f, NULL, &bytes), 0);
+    cudaStream_t sd, sc_;
+    cr_assert_eq(cudaStreamCreateWithFlags(&sd, cudaStreamNonBlocking), cudaSuccess);
+    cr_assert_eq(cudaStreamCreateWithFlags(&sc_, cudaStreamNonBlocking), cudaSuccess);
+#ifdef L3_FAKECUDA
+    struct fakecuda_stats before, after;
+    fakecuda_get_stats(&before);
+#endif
+    uint8_t *host = NULL;
+    cr_assert_eq(cudaHostAlloc((void **)&host, 3 * bytes, 0), cudaSuccess);
+    for (int round = 0; round < 3; round++) {
+        void *d = NULL;
+        int sg[3];
+        cr_assert_eq(l3gpu_alloc_async(ctx, 3 * bytes, sd, &d), L3GPU_OK, "%s",
+                     l3gpu_ctx_error(ctx));
+        cr_assert_eq(l3gpu_decode_batch(ctx, in, 3, L3GPU_MEM_HOST, &f, d, 3 * bytes, NULL, NULL,
+                                        0, sg, sd), L3GPU_OK);
+        cr_assert_eq(l3gpu_stream_wait(ctx, sc_, sd), L3GPU_OK); /* the consumer's stream */
+        cr_assert_eq(cudaMemcpyAsync(host, d, 3 * bytes, cudaMemcpyDeviceToHost, sc_),
+                     cudaSuccess);
+        cr_assert_eq(l3gpu_free_async(ctx, d, sc_), L3GPU_OK);
+        cr_assert_eq(l3gpu_batch_finish(ctx, sg, 3), L3GPU_OK);
+        cr_assert_eq(cudaStreamSynchronize(sc_), cudaSuccess);
+        uint8_t *cpu = malloc(3 * bytes);
+        int sc[3];
+        l3gpu_cpu_decode_batch(in, 3, &f, cpu, 3 * bytes, NULL, sc, 1);
+        cr_assert(!memcmp(host, cpu, 3 * bytes), "round %d: bytes differ", round);
+        free(cpu);
+    }
+#ifdef L3_FAKECUDA
+    fakecuda_get_stats(&after);
+    cr_assert_eq(after.device_syncs, before.device_syncs);
+    cr_assert_eq(after.mallocs, before.mallocs, "cudaMalloc per batch");
+#endif
+    cudaFreeHost(host);
+    cudaStreamDestroy(sd);
+    cudaStreamDestroy(sc_);
+    for (int k = 0; k < 3; k++)
+        gen_free(&g[k]);
+    l3gpu_ctx_destroy(ctx);
+    runtime_clean();
+}
 
 /* Kernel timing gives two non-negative numbers. */
 Test(cuda, kernel_timing)

@@ -34,6 +34,7 @@ typedef enum cudaError {
     cudaErrorNotReady = 600,
     cudaErrorIllegalAddress = 700,
     cudaErrorLaunchOutOfResources = 701,
+    cudaErrorContextIsDestroyed = 709,
     cudaErrorHostMemoryAlreadyRegistered = 712,
     cudaErrorHostMemoryNotRegistered = 713,
     cudaErrorMisalignedAddress = 716,
