@@ -1,10 +1,12 @@
-/* cpu.c — formats, statuses and the CPU reference of batch decoding.
+/* cpu.c — formats, statuses and the CPU batch decoder.
  *
- * The batch decode here runs exactly the steps of the CUDA path: validate the
- * header and tile table (l3_read_layout), decode each tile with the codec's
- * l3_tile_decode(), turn each pixel into channel order with l3_tile_pixel(),
- * convert it with l3_convert.h. Work items are (image, tile) pairs handed out
- * to a small pool of threads.
+ * The batch decode here runs the steps of the CUDA path: validate the header
+ * and tile table (l3_read_layout), decode each tile with the codec's
+ * l3_tile_decode(), then convert the tile while it is in cache: native
+ * outputs with l3_tile_store(), every other format with the fused converters
+ * of cpu_convert.c (the same bytes as the per-pixel l3_convert.h reference,
+ * which l3gpu_cpu_convert() and the CUDA kernel run). Work items are
+ * (image, tile) pairs handed out to a small pool of threads.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -15,6 +17,7 @@
 #include "l3_tile.h"
 #include "l3gpu.h"
 #include "l3_convert.h"
+#include "cpu_convert.h"
 #include "l3gpu_kernels.h"
 
 const char *l3gpu_strerror(int status)
@@ -238,9 +241,11 @@ struct cpu_image {
     uint64_t payload_size;
     struct l3_info info;
     struct l3cv_image cv;
+    struct l3cv_fast fast;
     uint8_t *out;
     size_t out_bytes;
     int direct;           /* output equals l3_tile_store()'s layout */
+    int fused;            /* `fast` converts its tiles (else pixel by pixel) */
     _Atomic int status;
 };
 
@@ -250,7 +255,8 @@ struct cpu_batch {
     uint64_t *tile_start; /* prefix sums of tile counts, n + 1 entries */
     uint64_t total;
     atomic_uint_fast64_t next;
-    size_t scratch_elems;
+    size_t scratch_elems; /* per worker: a tile's planes, then the converter's rows */
+    size_t rows_offset;
 };
 
 static int tile_work(struct cpu_batch *b, uint64_t k, uint16_t *buf)
@@ -291,6 +297,19 @@ static int tile_work(struct cpu_batch *b, uint64_t k, uint16_t *buf)
                       im->out + (size_t)y0 * stride + (size_t)x0 * planes * sb, stride);
         return 0;
     }
+    if (im->fused) {
+        struct l3cv_tile tile;
+        for (unsigned p = 0; p < 4; p++)
+            tile.plane[p] = buf + (size_t)(p < planes ? p : 0) * w * h;
+        tile.pitch = w;
+        tile.x0 = x0;
+        tile.y0 = y0;
+        tile.w = w;
+        tile.h = h;
+        tile.flags = flags;
+        l3cv_fast_tile(&im->fast, &tile, im->out, buf + b->rows_offset);
+        return 0;
+    }
     const size_t ps = (size_t)w * h;
     for (uint32_t y = 0; y < h; y++) {
         for (uint32_t x = 0; x < w; x++) {
@@ -319,10 +338,15 @@ static void *worker(void *arg)
     return NULL;
 }
 
-/* Output of a decode is "direct" when l3_tile_store() writes it as is. */
+/* Output of a decode is "direct" when l3_tile_store() writes it as is:
+ * interleaved native samples (channels forced to the native count of a
+ * non-palette image change nothing). */
 static int is_direct(const struct l3_info *info, const struct l3gpu_format *fmt)
 {
-    if (fmt->layout != L3GPU_HWC || fmt->channels != 0 || fmt->normalize)
+    if (fmt->layout != L3GPU_HWC || fmt->normalize)
+        return 0;
+    if (fmt->channels != 0 &&
+        (info->color == L3_COLOR_PALETTE || (unsigned)fmt->channels != l3_planes(info->color)))
         return 0;
     if (info->bit_depth == 8)
         return fmt->dtype == L3GPU_U8;
@@ -355,6 +379,7 @@ int l3gpu_cpu_decode_batch(const struct l3gpu_input *in, size_t n,
     size_t slot = 0; /* contiguous: bytes per image (first valid image) */
     uint32_t shape0[3] = {0, 0, 0};
     int have_shape = 0;
+    uint32_t max_tile_w = 0;
     for (size_t i = 0; i < n; i++) {
         struct cpu_image *im = &b.im[i];
         struct l3_layout lay;
@@ -385,9 +410,12 @@ int l3gpu_cpu_decode_batch(const struct l3gpu_input *in, size_t n,
             im->table = im->data + lay.table_offset;
             im->payload_size = lay.payload_size;
             im->direct = is_direct(&im->info, fmt);
+            im->fused = !im->direct && l3cv_fast_prepare(&im->cv, L3CV_STREAM_MIN, &im->fast) == 0;
             size_t need = (size_t)im->cv.planes * im->info.tile_width * im->info.tile_height;
-            if (need > b.scratch_elems)
-                b.scratch_elems = need;
+            if (need > b.rows_offset)
+                b.rows_offset = need;
+            if (im->info.tile_width > max_tile_w)
+                max_tile_w = im->info.tile_width;
         }
         atomic_init(&im->status, st);
         b.tile_start[i + 1] = b.tile_start[i] + (st ? 0 : lay.tile_count);
@@ -406,6 +434,9 @@ int l3gpu_cpu_decode_batch(const struct l3gpu_input *in, size_t n,
                 atomic_store(&b.im[i].status, L3_ERR_INVALID_ARG);
         }
     }
+    /* a worker's scratch: the largest tile's planes, then the converter's rows */
+    b.rows_offset = (b.rows_offset + 7) & ~(size_t)7; /* the rows start 16-byte aligned */
+    b.scratch_elems = b.rows_offset + L3CV_FAST_SCRATCH(max_tile_w);
     b.total = b.tile_start[n];
     atomic_init(&b.next, 0);
     if (threads == 0)

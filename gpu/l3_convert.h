@@ -154,6 +154,27 @@ L3CV_FN void l3cv_map(const struct l3cv_image *im, const uint32_t px[4], uint32_
     }
 }
 
+/* Writes output sample v of channel c as element i of `out` (im's dtype):
+ * the one place where a mapped sample becomes output bits. */
+L3CV_FN void l3cv_store_sample(const struct l3cv_image *im, void *out, size_t i, unsigned c,
+                               uint32_t v)
+{
+    switch (im->dtype) {
+    case L3GPU_U8:
+        ((uint8_t *)out)[i] = (uint8_t)l3cv_rescale(v, im->srcmax, 255u);
+        break;
+    case L3GPU_U16:
+        ((uint16_t *)out)[i] = (uint16_t)l3cv_rescale(v, im->srcmax, 65535u);
+        break;
+    case L3GPU_F32:
+        ((float *)out)[i] = l3cv_float(im, v, c);
+        break;
+    default:
+        ((uint16_t *)out)[i] = l3cv_f16_bits(l3cv_float(im, v, c));
+        break;
+    }
+}
+
 /* Writes pixel (x, y) of an image into its output buffer `out` (the image's
  * slot: layout and dtype as im says, tightly packed). */
 L3CV_FN void l3cv_store(const struct l3cv_image *im, void *out, uint32_t x, uint32_t y,
@@ -172,21 +193,7 @@ L3CV_FN void l3cv_store(const struct l3cv_image *im, void *out, uint32_t x, uint
     for (unsigned c = 0; c < 4; c++) {
         if (c >= C)
             break;
-        size_t i = base + c * step;
-        switch (im->dtype) {
-        case L3GPU_U8:
-            ((uint8_t *)out)[i] = (uint8_t)l3cv_rescale(v[c], im->srcmax, 255u);
-            break;
-        case L3GPU_U16:
-            ((uint16_t *)out)[i] = (uint16_t)l3cv_rescale(v[c], im->srcmax, 65535u);
-            break;
-        case L3GPU_F32:
-            ((float *)out)[i] = l3cv_float(im, v[c], c);
-            break;
-        default:
-            ((uint16_t *)out)[i] = l3cv_f16_bits(l3cv_float(im, v[c], c));
-            break;
-        }
+        l3cv_store_sample(im, out, base + c * step, c, v[c]);
     }
 }
 

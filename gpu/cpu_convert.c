@@ -1,0 +1,388 @@
+/* cpu_convert.c — fused tile conversion for the CPU batch decoder (see
+ * cpu_convert.h): channel selection a row at a time, then one table load (or
+ * a narrowing copy) per output sample, in loops specialised per layout,
+ * dtype and channel count. */
+#include <string.h>
+
+#include "l3_tile.h"
+#include "cpu_convert.h"
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define CV_HAVE_STREAM 1
+#endif
+
+#if defined(__GNUC__)
+#define CV_INLINE static inline __attribute__((always_inline))
+#else
+#define CV_INLINE static inline
+#endif
+
+int l3cv_fast_prepare(const struct l3cv_image *im, size_t stream_min, struct l3cv_fast *fc)
+{
+    memset(fc, 0, sizeof *fc);
+    fc->im = im;
+    const unsigned C = im->out_channels, planes = im->planes;
+    if (C < 1 || C > 4 || planes < 1 || planes > 4)
+        return -1;
+    for (unsigned c = 0; c < C; c++) {
+        unsigned s = im->map[c];
+        if (im->expand)
+            fc->src[c] = L3CV_SRC_PLANE0; /* the table maps the index */
+        else if (s < planes)
+            fc->src[c] = (uint8_t)(L3CV_SRC_PLANE0 + s);
+        else if (s == L3CV_SEL_LUMA && planes >= 3)
+            fc->src[c] = L3CV_SRC_LUMA;
+        else if (s == L3CV_SEL_ALPHA)
+            fc->src[c] = im->has_key ? L3CV_SRC_KEY : L3CV_SRC_OPAQUE;
+        else
+            return -1; /* l3cv_prepare makes no other map */
+    }
+    if (im->expand && im->depth > 8)
+        return -1;
+    size_t bytes = (size_t)im->width * im->height * C * l3gpu_dtype_size(im->dtype);
+    fc->stream = bytes >= stream_min;
+    fc->tabled = im->depth <= 8;
+    if (!fc->tabled)
+        return 0;
+    /* Every output of every channel for every possible sample, computed by
+     * the reference arithmetic itself. */
+    fc->all_ident = im->dtype == L3GPU_U8;
+    for (unsigned c = 0; c < C; c++) {
+        void *row = im->dtype == L3GPU_U8    ? (void *)fc->t.u8[c]
+                    : im->dtype == L3GPU_F32 ? (void *)fc->t.f32[c]
+                                             : (void *)fc->t.u16[c];
+        fc->ident[c] = im->dtype == L3GPU_U8;
+        for (uint32_t v = 0; v < 256; v++) {
+            uint32_t o = v;
+            if (im->expand) {
+                uint32_t px[4] = {v, 0, 0, 0}, m[4];
+                l3cv_map(im, px, m);
+                o = m[c];
+            }
+            l3cv_store_sample(im, row, v, c, o);
+            if (im->dtype == L3GPU_U8 && fc->t.u8[c][v] != v)
+                fc->ident[c] = 0;
+        }
+        if (!fc->ident[c])
+            fc->all_ident = 0;
+    }
+    return 0;
+}
+
+/* 16-bit samples: the reference arithmetic per sample (srcmax 65535). */
+CV_INLINE uint8_t cv16_u8(uint32_t v)
+{
+    return (uint8_t)((v * 255u + 32767u) / 65535u); /* l3cv_rescale(v, 65535, 255) */
+}
+
+/* Output element type of each dtype */
+#define CV_U8 L3GPU_U8
+#define CV_U16 L3GPU_U16
+#define CV_F32 L3GPU_F32
+#define CV_F16 L3GPU_F16
+
+/* Writes the converted row of channel c (u: w samples) for the tabled case
+ * at element index i0 of out, consecutive elements `step` apart. */
+CV_INLINE void put_row(const struct l3cv_fast *fc, unsigned c, const uint16_t *u, uint32_t w,
+                       void *out, size_t i0, const size_t step, const int dt)
+{
+    const struct l3cv_image *im = fc->im;
+    if (fc->tabled) {
+        switch (dt) {
+        case CV_U8: {
+            uint8_t *o = (uint8_t *)out + i0;
+            if (fc->ident[c]) {
+                for (uint32_t x = 0; x < w; x++) o[x * step] = (uint8_t)u[x];
+            } else {
+                const uint8_t *T = fc->t.u8[c];
+                for (uint32_t x = 0; x < w; x++) o[x * step] = T[u[x] & 255u];
+            }
+            break;
+        }
+        case CV_F32: {
+            float *o = (float *)out + i0;
+            const float *T = fc->t.f32[c];
+            for (uint32_t x = 0; x < w; x++) o[x * step] = T[u[x] & 255u];
+            break;
+        }
+        default: {
+            uint16_t *o = (uint16_t *)out + i0;
+            const uint16_t *T = fc->t.u16[c];
+            for (uint32_t x = 0; x < w; x++) o[x * step] = T[u[x] & 255u];
+            break;
+        }
+        }
+        return;
+    }
+    switch (dt) {
+    case CV_U8: {
+        uint8_t *o = (uint8_t *)out + i0;
+        for (uint32_t x = 0; x < w; x++) o[x * step] = cv16_u8(u[x]);
+        break;
+    }
+    case CV_U16: {
+        uint16_t *o = (uint16_t *)out + i0;
+        for (uint32_t x = 0; x < w; x++) o[x * step] = u[x]; /* 65535 -> 65535 */
+        break;
+    }
+    case CV_F32: {
+        float *o = (float *)out + i0;
+        for (uint32_t x = 0; x < w; x++) o[x * step] = l3cv_float(im, u[x], c);
+        break;
+    }
+    default: {
+        uint16_t *o = (uint16_t *)out + i0;
+        for (uint32_t x = 0; x < w; x++) o[x * step] = l3cv_f16_bits(l3cv_float(im, u[x], c));
+        break;
+    }
+    }
+}
+
+/* HWC rows with every channel an identity uint8 table: one interleaving pass. */
+CV_INLINE void put_hwc_ident(const uint16_t *const u[4], uint32_t w, uint8_t *o,
+                             const unsigned C)
+{
+    for (uint32_t x = 0; x < w; x++)
+        for (unsigned c = 0; c < C; c++) o[x * C + c] = (uint8_t)u[c][x];
+}
+
+/* HWC rows through the tables, pixel by pixel (sequential stores). */
+CV_INLINE void put_hwc_tab(const struct l3cv_fast *fc, const uint16_t *const u[4], uint32_t w,
+                           void *out, size_t i0, const unsigned C, const int dt)
+{
+    switch (dt) {
+    case CV_U8: {
+        uint8_t *o = (uint8_t *)out + i0;
+        for (uint32_t x = 0; x < w; x++)
+            for (unsigned c = 0; c < C; c++) o[x * C + c] = fc->t.u8[c][u[c][x] & 255u];
+        break;
+    }
+    case CV_F32: {
+        float *o = (float *)out + i0;
+        for (uint32_t x = 0; x < w; x++)
+            for (unsigned c = 0; c < C; c++) o[x * C + c] = fc->t.f32[c][u[c][x] & 255u];
+        break;
+    }
+    default: {
+        uint16_t *o = (uint16_t *)out + i0;
+        for (uint32_t x = 0; x < w; x++)
+            for (unsigned c = 0; c < C; c++) o[x * C + c] = fc->t.u16[c][u[c][x] & 255u];
+        break;
+    }
+    }
+}
+
+/* Copies a converted row (n bytes, in cache) to its place in the output with
+ * non-temporal stores: the output of a large image is written once and not
+ * read back here, so its lines need not be read for ownership first nor
+ * evict the tile's planes (measured: float32 NCHW of 2048x1024 photos 17%
+ * faster). Unaligned ends use ordinary stores. */
+CV_INLINE void copy_stream(uint8_t *dst, const uint8_t *src, size_t n)
+{
+#ifdef CV_HAVE_STREAM
+    if (((uintptr_t)dst & 15u) == 0) {
+        size_t body = n & ~(size_t)15;
+        for (size_t k = 0; k < body; k += 16)
+            _mm_stream_si128((__m128i *)(void *)(dst + k),
+                             _mm_loadu_si128((const __m128i *)(const void *)(src + k)));
+        for (size_t k = body; k < n; k++) dst[k] = src[k];
+        return;
+    }
+#endif
+    memcpy(dst, src, n);
+}
+
+#ifdef CV_HAVE_STREAM
+/* A CHW row of a tabled channel, built 16 bytes at a time from the table and
+ * streamed straight to dst (16-byte aligned, w a multiple of 16). */
+CV_INLINE void stream_row(const struct l3cv_fast *fc, unsigned c, const uint16_t *u, uint32_t w,
+                          uint8_t *dst, const int dt)
+{
+    __m128i *o = (__m128i *)(void *)dst;
+    switch (dt) {
+    case CV_U8:
+        if (fc->ident[c]) {
+            for (uint32_t x = 0; x < w; x += 16)
+                _mm_stream_si128(o++, _mm_packus_epi16(
+                                          _mm_loadu_si128((const __m128i *)(const void *)(u + x)),
+                                          _mm_loadu_si128((const __m128i *)(const void *)(u + x + 8))));
+        } else {
+            const uint8_t *T = fc->t.u8[c];
+            for (uint32_t x = 0; x < w; x += 16) {
+                uint64_t lo = 0, hi = 0;
+                for (unsigned k = 0; k < 8; k++) {
+                    lo |= (uint64_t)T[u[x + k] & 255u] << (8 * k);
+                    hi |= (uint64_t)T[u[x + 8 + k] & 255u] << (8 * k);
+                }
+                _mm_stream_si128(o++, _mm_set_epi64x((long long)hi, (long long)lo));
+            }
+        }
+        break;
+    case CV_F32: {
+        const float *T = fc->t.f32[c];
+        float *of = (float *)(void *)dst;
+        for (uint32_t x = 0; x < w; x += 4)
+            _mm_stream_ps(of + x, _mm_setr_ps(T[u[x] & 255u], T[u[x + 1] & 255u],
+                                              T[u[x + 2] & 255u], T[u[x + 3] & 255u]));
+        break;
+    }
+    default: {
+        const uint16_t *T = fc->t.u16[c];
+        for (uint32_t x = 0; x < w; x += 8)
+            _mm_stream_si128(o++, _mm_setr_epi16((short)T[u[x] & 255u], (short)T[u[x + 1] & 255u],
+                                                 (short)T[u[x + 2] & 255u], (short)T[u[x + 3] & 255u],
+                                                 (short)T[u[x + 4] & 255u], (short)T[u[x + 5] & 255u],
+                                                 (short)T[u[x + 6] & 255u],
+                                                 (short)T[u[x + 7] & 255u]));
+        break;
+    }
+    }
+}
+#endif
+
+/* Streams a staged row (pixel index pix of the image) to the output. */
+CV_INLINE void flush_row(void *out, const uint8_t *sg, size_t pix, uint32_t w, size_t HW,
+                         const unsigned C, const int layout, const size_t es)
+{
+    if (layout == L3GPU_CHW) {
+        for (unsigned c = 0; c < C; c++)
+            copy_stream((uint8_t *)out + (c * HW + pix) * es, sg + c * (size_t)w * es, w * es);
+    } else {
+        copy_stream((uint8_t *)out + pix * C * es, sg, (size_t)w * C * es);
+    }
+}
+
+CV_INLINE void conv_tile(const struct l3cv_fast *fc, const struct l3cv_tile *t, void *out,
+                         uint16_t *rows, const unsigned C, const int layout, const int dt)
+{
+    const struct l3cv_image *im = fc->im;
+    const size_t W = im->width, HW = W * im->height;
+    const uint32_t w = t->w;
+    const unsigned planes = im->planes;
+    const uint32_t mask = im->depth >= 16 ? 0xffffu : (1u << im->depth) - 1u;
+    const uint32_t smax = im->srcmax;
+    const size_t rs = L3CV_FAST_STRIDE(w);
+    uint16_t *tr = rows, *tb = rows + rs, *tl = rows + 2 * rs, *tk = rows + 3 * rs;
+    uint16_t *tc = rows + 4 * rs;
+    /* two staging rows of C * w elements (<= 16 w bytes each): row y is
+     * converted into one while row y - 1 streams out of the other, so the
+     * vector loads of the copy never wait on the scalar stores just made */
+    uint8_t *stage[2] = {(uint8_t *)(rows + 5 * rs), (uint8_t *)(rows + 13 * rs)};
+    const size_t es = dt == CV_U8 ? 1 : dt == CV_F32 ? 4 : 2;
+    const uint8_t *prev = NULL;
+    size_t prev_pix = 0;
+    const int xf = planes >= 3 && (t->flags & L3_TILE_XFORM_G);
+    int need_rb = 0;
+    for (unsigned c = 0; c < C; c++) {
+        unsigned s = fc->src[c];
+        if (s == L3CV_SRC_OPAQUE)
+            for (uint32_t x = 0; x < w; x++) tc[x] = (uint16_t)smax;
+        if (s == L3CV_SRC_PLANE0 || s == L3CV_SRC_PLANE0 + 2 || s == L3CV_SRC_LUMA ||
+            (s == L3CV_SRC_KEY && planes >= 3))
+            need_rb = 1;
+    }
+    const uint32_t k0 = im->key[0], k1 = im->key[1], k2 = im->key[2];
+    for (uint32_t y = 0; y < t->h; y++) {
+        const uint16_t *e[4] = {NULL, NULL, NULL, NULL};
+        for (unsigned p = 0; p < planes; p++) e[p] = t->plane[p] + (size_t)y * t->pitch;
+        if (xf && need_rb) {
+            const uint16_t *r = e[0], *g = e[1], *b = e[2];
+            for (uint32_t x = 0; x < w; x++) {
+                tr[x] = (uint16_t)((r[x] + g[x]) & mask);
+                tb[x] = (uint16_t)((b[x] + g[x]) & mask);
+            }
+            e[0] = tr;
+            e[2] = tb;
+        }
+        const uint16_t *u[4] = {tc, tc, tc, tc};
+        for (unsigned c = 0; c < C; c++) {
+            unsigned s = fc->src[c];
+            if (s < 4) {
+                u[c] = e[s];
+            } else if (s == L3CV_SRC_LUMA) {
+                const uint16_t *r = e[0], *g = e[1], *b = e[2];
+                for (uint32_t x = 0; x < w; x++)
+                    tl[x] = (uint16_t)((r[x] * 19595u + g[x] * 38470u + b[x] * 7471u + 32768u) >>
+                                       16);
+                u[c] = tl;
+            } else if (s == L3CV_SRC_KEY) {
+                if (planes >= 3) {
+                    const uint16_t *r = e[0], *g = e[1], *b = e[2];
+                    for (uint32_t x = 0; x < w; x++)
+                        tk[x] = (uint16_t)((r[x] == k0 && g[x] == k1 && b[x] == k2) ? 0u : smax);
+                } else {
+                    const uint16_t *a = e[0];
+                    for (uint32_t x = 0; x < w; x++) tk[x] = (uint16_t)(a[x] == k0 ? 0u : smax);
+                }
+                u[c] = tk;
+            }
+        }
+        const size_t pix = (size_t)(t->y0 + y) * W + t->x0;
+        if (fc->stream) {
+            uint8_t *sg = stage[y & 1];
+#ifdef CV_HAVE_STREAM
+            if (layout == L3GPU_CHW && fc->tabled && !(w & 15)) {
+                /* straight from the tables to memory, no staging */
+                for (unsigned c = 0; c < C; c++) {
+                    uint8_t *d = (uint8_t *)out + (c * HW + pix) * es;
+                    if ((uintptr_t)d & 15)
+                        put_row(fc, c, u[c], w, out, c * HW + pix, 1, dt);
+                    else
+                        stream_row(fc, c, u[c], w, d, dt);
+                }
+                continue;
+            }
+#endif
+            if (layout == L3GPU_CHW)
+                for (unsigned c = 0; c < C; c++) put_row(fc, c, u[c], w, sg, c * (size_t)w, 1, dt);
+            else if (dt == CV_U8 && fc->all_ident)
+                put_hwc_ident(u, w, sg, C);
+            else if (fc->tabled)
+                put_hwc_tab(fc, u, w, sg, 0, C, dt);
+            else
+                for (unsigned c = 0; c < C; c++) put_row(fc, c, u[c], w, sg, c, C, dt);
+            if (prev)
+                flush_row(out, prev, prev_pix, w, HW, C, layout, es);
+            prev = sg;
+            prev_pix = pix;
+            continue;
+        }
+        if (layout == L3GPU_CHW) {
+            for (unsigned c = 0; c < C; c++) put_row(fc, c, u[c], w, out, c * HW + pix, 1, dt);
+        } else if (dt == CV_U8 && fc->all_ident) {
+            put_hwc_ident(u, w, (uint8_t *)out + pix * C, C);
+        } else if (fc->tabled) {
+            put_hwc_tab(fc, u, w, out, pix * C, C, dt);
+        } else {
+            for (unsigned c = 0; c < C; c++) put_row(fc, c, u[c], w, out, pix * C + c, C, dt);
+        }
+    }
+    if (prev)
+        flush_row(out, prev, prev_pix, w, HW, C, layout, es);
+}
+
+#define CV_KEY(layout, dt, C) (((unsigned)(layout) * 4u + (unsigned)(dt)) * 4u + (C) - 1u)
+#define CV_CASE(layout, dt, C)                                                               \
+    case CV_KEY(layout, dt, C):                                                              \
+        conv_tile(fc, t, out, rows, C, layout, dt);                                          \
+        break;
+#define CV_CASES_C(layout, dt)                                                               \
+    CV_CASE(layout, dt, 1) CV_CASE(layout, dt, 2) CV_CASE(layout, dt, 3) CV_CASE(layout, dt, 4)
+#define CV_CASES(layout)                                                                     \
+    CV_CASES_C(layout, CV_U8)                                                                \
+    CV_CASES_C(layout, CV_U16) CV_CASES_C(layout, CV_F32) CV_CASES_C(layout, CV_F16)
+
+void l3cv_fast_tile(const struct l3cv_fast *fc, const struct l3cv_tile *t, void *out,
+                    uint16_t *rows)
+{
+    const struct l3cv_image *im = fc->im;
+    switch (CV_KEY(im->layout, im->dtype, im->out_channels)) {
+        CV_CASES(L3GPU_HWC)
+        CV_CASES(L3GPU_CHW)
+    default: break; /* l3cv_prepare/l3cv_fast_prepare admit no other */
+    }
+#ifdef CV_HAVE_STREAM
+    if (fc->stream)
+        _mm_sfence(); /* the tile's streamed stores are visible before it counts as done */
+#endif
+}

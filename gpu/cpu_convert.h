@@ -1,0 +1,88 @@
+/* cpu_convert.h — fused tile conversion of the CPU batch decoder: a decoded
+ * tile (its planes still in cache) goes straight into the image's output
+ * slot in the batch's layout, dtype and channel count.
+ *
+ * The result is the same bytes as l3_convert.h's per-pixel reference
+ * (l3cv_map + l3cv_store, also run by the CUDA kernel and by
+ * l3gpu_cpu_convert), by construction:
+ *   - each output channel is one of: a plane (R and B with the tile's colour
+ *     transform undone), the luma of R, G, B, the alpha of a tRNS key colour,
+ *     or opaque; that is l3cv_map's selection, computed a row at a time;
+ *   - for bit depths <= 8 every possible sample of every channel is converted
+ *     once per image with l3cv_store_sample() into a 256-entry table (palette
+ *     expansion, luma of palette colours and tRNS alpha are folded into it),
+ *     so the per-sample work is one table load, with no division and no
+ *     per-sample branch; uint8 channels whose table is the identity are plain
+ *     narrowing copies;
+ *   - 16-bit samples use the same scalar arithmetic (l3cv_float, the integer
+ *     rescale with a constant divisor) inline.
+ * The loops are instantiated per (layout, dtype, output channels), so the
+ * compiler sees constant strides and element types.
+ *
+ * Internal to gpu/ (not installed). The tile comes as plane pointers, a row
+ * pitch and its rectangle, so any tile decoder that leaves uint16 planes
+ * (l3_tile_decode today) can feed it.
+ */
+#ifndef L3_CPU_CONVERT_H
+#define L3_CPU_CONVERT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "l3_convert.h"
+
+/* Where an output channel's samples come from (struct l3cv_fast.src). */
+enum l3cv_src {
+    L3CV_SRC_PLANE0 = 0, /* .. L3CV_SRC_PLANE0 + 3: that plane */
+    L3CV_SRC_LUMA = 4,   /* luma of planes 0..2 */
+    L3CV_SRC_KEY = 5,    /* 0 where the pixel is the tRNS key colour, else srcmax */
+    L3CV_SRC_OPAQUE = 6, /* srcmax everywhere */
+};
+
+/* Per-image converter state; built by l3cv_fast_prepare(), read-only after. */
+struct l3cv_fast {
+    const struct l3cv_image *im; /* must outlive this */
+    uint8_t src[4];              /* enum l3cv_src per output channel */
+    uint8_t tabled;              /* depth <= 8: samples go through t */
+    uint8_t all_ident;           /* uint8 output and every table is the identity */
+    uint8_t ident[4];            /* uint8 output and t.u8[c][v] == v */
+    uint8_t stream;              /* large output: rows go out with non-temporal stores */
+    union {
+        uint8_t u8[4][256];
+        uint16_t u16[4][256]; /* uint16 and float16 bits */
+        float f32[4][256];
+    } t;
+};
+
+/* One decoded tile: plane p's sample (x, y) at plane[p][y * pitch + x]; the
+ * rectangle (x0, y0, w, h) inside the image; flags from the tile header. */
+struct l3cv_tile {
+    const uint16_t *plane[4];
+    size_t pitch;
+    uint32_t x0, y0, w, h;
+    uint32_t flags;
+};
+
+/* Scratch (uint16_t elements) l3cv_fast_tile() needs for tiles up to tile_w
+ * wide: 5 rows of samples, then two staging rows of up to 4 channels x 4
+ * bytes, each 16-byte aligned when the scratch is. */
+#define L3CV_FAST_STRIDE(tile_w) (((size_t)(tile_w) + 7u) & ~(size_t)7u)
+#define L3CV_FAST_SCRATCH(tile_w) (21u * L3CV_FAST_STRIDE(tile_w))
+
+/* Outputs of at least this many bytes per image are streamed. */
+#define L3CV_STREAM_MIN ((size_t)1 << 20)
+
+/* Builds the converter of an image prepared by l3cv_prepare(); an image
+ * whose output has at least stream_min bytes is written with non-temporal
+ * stores (the batch decoder passes L3CV_STREAM_MIN; SIZE_MAX: never). 0 on
+ * success; -1 for a combination it does not handle (the caller then converts
+ * pixel by pixel with l3cv_map/l3cv_store). */
+int l3cv_fast_prepare(const struct l3cv_image *im, size_t stream_min, struct l3cv_fast *fc);
+
+/* Converts one tile into `out`, the image's output slot (tightly packed,
+ * layout/dtype/channels of fc->im). rows: L3CV_FAST_SCRATCH(t->w) elements,
+ * 16-byte aligned. Thread-safe for distinct tiles of one image. */
+void l3cv_fast_tile(const struct l3cv_fast *fc, const struct l3cv_tile *t, void *out,
+                    uint16_t *rows);
+
+#endif /* L3_CPU_CONVERT_H */
