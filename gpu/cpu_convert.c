@@ -1,10 +1,9 @@
 /* cpu_convert.c — fused tile conversion for the CPU batch decoder (see
  * cpu_convert.h): channel selection a row at a time, then one table load (or
- * a narrowing copy) per output sample, in loops specialised per layout,
- * dtype and channel count. */
+ * a copy) per output sample, in loops specialised per layout, dtype and
+ * channel count; 16-bit images take one general loop. */
 #include <string.h>
 
-#include "l3_tile.h"
 #include "cpu_convert.h"
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -40,8 +39,8 @@ int l3cv_fast_prepare(const struct l3cv_image *im, size_t stream_min, struct l3c
     if (im->expand && im->depth > 8)
         return -1;
     size_t bytes = (size_t)im->width * im->height * C * l3gpu_dtype_size(im->dtype);
-    fc->stream = bytes >= stream_min;
     fc->tabled = im->depth <= 8;
+    fc->stream = fc->tabled && bytes >= stream_min; /* 16-bit: plain stores */
     if (!fc->tabled)
         return 0;
     /* Every output of every channel for every possible sample, computed by
@@ -69,104 +68,67 @@ int l3cv_fast_prepare(const struct l3cv_image *im, size_t stream_min, struct l3c
     return 0;
 }
 
-/* 16-bit samples: the reference arithmetic per sample (srcmax 65535). */
-CV_INLINE uint8_t cv16_u8(uint32_t v)
-{
-    return (uint8_t)((v * 255u + 32767u) / 65535u); /* l3cv_rescale(v, 65535, 255) */
-}
+/* ---------------- 8-bit and smaller samples: tables ---------------- */
 
-/* Output element type of each dtype */
-#define CV_U8 L3GPU_U8
-#define CV_U16 L3GPU_U16
-#define CV_F32 L3GPU_F32
-#define CV_F16 L3GPU_F16
-
-/* Writes the converted row of channel c (u: w samples) for the tabled case
- * at element index i0 of out, consecutive elements `step` apart. */
-CV_INLINE void put_row(const struct l3cv_fast *fc, unsigned c, const uint16_t *u, uint32_t w,
+/* Converted row of channel c (u: w samples) at element i0 of out, elements
+ * `step` apart. */
+CV_INLINE void put_row(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,
                        void *out, size_t i0, const size_t step, const int dt)
 {
-    const struct l3cv_image *im = fc->im;
-    if (fc->tabled) {
-        switch (dt) {
-        case CV_U8: {
-            uint8_t *o = (uint8_t *)out + i0;
-            if (fc->ident[c]) {
-                for (uint32_t x = 0; x < w; x++) o[x * step] = (uint8_t)u[x];
-            } else {
-                const uint8_t *T = fc->t.u8[c];
-                for (uint32_t x = 0; x < w; x++) o[x * step] = T[u[x] & 255u];
-            }
-            break;
-        }
-        case CV_F32: {
-            float *o = (float *)out + i0;
-            const float *T = fc->t.f32[c];
-            for (uint32_t x = 0; x < w; x++) o[x * step] = T[u[x] & 255u];
-            break;
-        }
-        default: {
-            uint16_t *o = (uint16_t *)out + i0;
-            const uint16_t *T = fc->t.u16[c];
-            for (uint32_t x = 0; x < w; x++) o[x * step] = T[u[x] & 255u];
-            break;
-        }
-        }
-        return;
-    }
     switch (dt) {
-    case CV_U8: {
+    case L3GPU_U8: {
         uint8_t *o = (uint8_t *)out + i0;
-        for (uint32_t x = 0; x < w; x++) o[x * step] = cv16_u8(u[x]);
+        if (fc->ident[c] && step == 1) {
+            memcpy(o, u, w);
+        } else if (fc->ident[c]) {
+            for (uint32_t x = 0; x < w; x++) o[x * step] = u[x];
+        } else {
+            const uint8_t *T = fc->t.u8[c];
+            for (uint32_t x = 0; x < w; x++) o[x * step] = T[u[x]];
+        }
         break;
     }
-    case CV_U16: {
-        uint16_t *o = (uint16_t *)out + i0;
-        for (uint32_t x = 0; x < w; x++) o[x * step] = u[x]; /* 65535 -> 65535 */
-        break;
-    }
-    case CV_F32: {
+    case L3GPU_F32: {
         float *o = (float *)out + i0;
-        for (uint32_t x = 0; x < w; x++) o[x * step] = l3cv_float(im, u[x], c);
+        const float *T = fc->t.f32[c];
+        for (uint32_t x = 0; x < w; x++) o[x * step] = T[u[x]];
         break;
     }
     default: {
         uint16_t *o = (uint16_t *)out + i0;
-        for (uint32_t x = 0; x < w; x++) o[x * step] = l3cv_f16_bits(l3cv_float(im, u[x], c));
+        const uint16_t *T = fc->t.u16[c];
+        for (uint32_t x = 0; x < w; x++) o[x * step] = T[u[x]];
         break;
     }
     }
 }
 
-/* HWC rows with every channel an identity uint8 table: one interleaving pass. */
-CV_INLINE void put_hwc_ident(const uint16_t *const u[4], uint32_t w, uint8_t *o,
-                             const unsigned C)
-{
-    for (uint32_t x = 0; x < w; x++)
-        for (unsigned c = 0; c < C; c++) o[x * C + c] = (uint8_t)u[c][x];
-}
-
-/* HWC rows through the tables, pixel by pixel (sequential stores). */
-CV_INLINE void put_hwc_tab(const struct l3cv_fast *fc, const uint16_t *const u[4], uint32_t w,
-                           void *out, size_t i0, const unsigned C, const int dt)
+/* An interleaved (HWC) row of C channels through the tables. */
+CV_INLINE void put_hwc(const struct l3cv_fast *fc, const uint8_t *const u[4], uint32_t w,
+                       void *out, const unsigned C, const int dt)
 {
     switch (dt) {
-    case CV_U8: {
-        uint8_t *o = (uint8_t *)out + i0;
-        for (uint32_t x = 0; x < w; x++)
-            for (unsigned c = 0; c < C; c++) o[x * C + c] = fc->t.u8[c][u[c][x] & 255u];
+    case L3GPU_U8: {
+        uint8_t *o = (uint8_t *)out;
+        if (fc->all_ident) {
+            for (uint32_t x = 0; x < w; x++)
+                for (unsigned c = 0; c < C; c++) o[x * C + c] = u[c][x];
+        } else {
+            for (uint32_t x = 0; x < w; x++)
+                for (unsigned c = 0; c < C; c++) o[x * C + c] = fc->t.u8[c][u[c][x]];
+        }
         break;
     }
-    case CV_F32: {
-        float *o = (float *)out + i0;
+    case L3GPU_F32: {
+        float *o = (float *)out;
         for (uint32_t x = 0; x < w; x++)
-            for (unsigned c = 0; c < C; c++) o[x * C + c] = fc->t.f32[c][u[c][x] & 255u];
+            for (unsigned c = 0; c < C; c++) o[x * C + c] = fc->t.f32[c][u[c][x]];
         break;
     }
     default: {
-        uint16_t *o = (uint16_t *)out + i0;
+        uint16_t *o = (uint16_t *)out;
         for (uint32_t x = 0; x < w; x++)
-            for (unsigned c = 0; c < C; c++) o[x * C + c] = fc->t.u16[c][u[c][x] & 255u];
+            for (unsigned c = 0; c < C; c++) o[x * C + c] = fc->t.u16[c][u[c][x]];
         break;
     }
     }
@@ -176,7 +138,7 @@ CV_INLINE void put_hwc_tab(const struct l3cv_fast *fc, const uint16_t *const u[4
  * non-temporal stores: the output of a large image is written once and not
  * read back here, so its lines need not be read for ownership first nor
  * evict the tile's planes (measured: float32 NCHW of 2048x1024 photos 17%
- * faster). Unaligned ends use ordinary stores. */
+ * faster). Unaligned destinations use ordinary stores. */
 CV_INLINE void copy_stream(uint8_t *dst, const uint8_t *src, size_t n)
 {
 #ifdef CV_HAVE_STREAM
@@ -193,47 +155,43 @@ CV_INLINE void copy_stream(uint8_t *dst, const uint8_t *src, size_t n)
 }
 
 #ifdef CV_HAVE_STREAM
-/* A CHW row of a tabled channel, built 16 bytes at a time from the table and
- * streamed straight to dst (16-byte aligned, w a multiple of 16). */
-CV_INLINE void stream_row(const struct l3cv_fast *fc, unsigned c, const uint16_t *u, uint32_t w,
+/* A CHW row of channel c built 16 bytes at a time from the table and
+ * streamed straight to dst (16-byte aligned; w a multiple of 16). */
+CV_INLINE void stream_row(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,
                           uint8_t *dst, const int dt)
 {
     __m128i *o = (__m128i *)(void *)dst;
     switch (dt) {
-    case CV_U8:
+    case L3GPU_U8:
         if (fc->ident[c]) {
             for (uint32_t x = 0; x < w; x += 16)
-                _mm_stream_si128(o++, _mm_packus_epi16(
-                                          _mm_loadu_si128((const __m128i *)(const void *)(u + x)),
-                                          _mm_loadu_si128((const __m128i *)(const void *)(u + x + 8))));
+                _mm_stream_si128(o++, _mm_loadu_si128((const __m128i *)(const void *)(u + x)));
         } else {
             const uint8_t *T = fc->t.u8[c];
             for (uint32_t x = 0; x < w; x += 16) {
                 uint64_t lo = 0, hi = 0;
                 for (unsigned k = 0; k < 8; k++) {
-                    lo |= (uint64_t)T[u[x + k] & 255u] << (8 * k);
-                    hi |= (uint64_t)T[u[x + 8 + k] & 255u] << (8 * k);
+                    lo |= (uint64_t)T[u[x + k]] << (8 * k);
+                    hi |= (uint64_t)T[u[x + 8 + k]] << (8 * k);
                 }
                 _mm_stream_si128(o++, _mm_set_epi64x((long long)hi, (long long)lo));
             }
         }
         break;
-    case CV_F32: {
+    case L3GPU_F32: {
         const float *T = fc->t.f32[c];
         float *of = (float *)(void *)dst;
         for (uint32_t x = 0; x < w; x += 4)
-            _mm_stream_ps(of + x, _mm_setr_ps(T[u[x] & 255u], T[u[x + 1] & 255u],
-                                              T[u[x + 2] & 255u], T[u[x + 3] & 255u]));
+            _mm_stream_ps(of + x, _mm_setr_ps(T[u[x]], T[u[x + 1]], T[u[x + 2]], T[u[x + 3]]));
         break;
     }
     default: {
         const uint16_t *T = fc->t.u16[c];
         for (uint32_t x = 0; x < w; x += 8)
-            _mm_stream_si128(o++, _mm_setr_epi16((short)T[u[x] & 255u], (short)T[u[x + 1] & 255u],
-                                                 (short)T[u[x + 2] & 255u], (short)T[u[x + 3] & 255u],
-                                                 (short)T[u[x + 4] & 255u], (short)T[u[x + 5] & 255u],
-                                                 (short)T[u[x + 6] & 255u],
-                                                 (short)T[u[x + 7] & 255u]));
+            _mm_stream_si128(o++, _mm_setr_epi16((short)T[u[x]], (short)T[u[x + 1]],
+                                                 (short)T[u[x + 2]], (short)T[u[x + 3]],
+                                                 (short)T[u[x + 4]], (short)T[u[x + 5]],
+                                                 (short)T[u[x + 6]], (short)T[u[x + 7]]));
         break;
     }
     }
@@ -252,130 +210,162 @@ CV_INLINE void flush_row(void *out, const uint8_t *sg, size_t pix, uint32_t w, s
     }
 }
 
-CV_INLINE void conv_tile(const struct l3cv_fast *fc, const struct l3cv_tile *t, void *out,
-                         uint16_t *rows, const unsigned C, const int layout, const int dt)
+/* The samples of output channel c for row y of the tile: a plane's row, or
+ * one computed into its scratch row (luma, key alpha, opaque). Shared by
+ * both sample widths (S: uint8_t or uint16_t). */
+#define CV_SOURCE_ROWS(S)                                                                    \
+    const S *e[4] = {NULL, NULL, NULL, NULL};                                                \
+    for (unsigned p = 0; p < planes; p++)                                                    \
+        e[p] = (const S *)t->plane[p] + (size_t)y * t->stride;                               \
+    const S *u[4] = {tc, tc, tc, tc};                                                        \
+    for (unsigned c = 0; c < C; c++) {                                                       \
+        unsigned s = fc->src[c];                                                             \
+        if (s < 4) {                                                                         \
+            u[c] = e[s];                                                                     \
+        } else if (s == L3CV_SRC_LUMA) {                                                     \
+            const S *r = e[0], *g = e[1], *b = e[2];                                         \
+            for (uint32_t x = 0; x < w; x++)                                                 \
+                tl[x] = (S)(((uint32_t)r[x] * 19595u + (uint32_t)g[x] * 38470u +             \
+                             (uint32_t)b[x] * 7471u + 32768u) >> 16);                        \
+            u[c] = tl;                                                                       \
+        } else if (s == L3CV_SRC_KEY) {                                                      \
+            if (planes >= 3) {                                                               \
+                const S *r = e[0], *g = e[1], *b = e[2];                                     \
+                for (uint32_t x = 0; x < w; x++)                                             \
+                    tk[x] = (S)((r[x] == k0 && g[x] == k1 && b[x] == k2) ? 0u : smax);       \
+            } else {                                                                         \
+                const S *a = e[0];                                                           \
+                for (uint32_t x = 0; x < w; x++) tk[x] = (S)(a[x] == k0 ? 0u : smax);        \
+            }                                                                                \
+            u[c] = tk;                                                                       \
+        }                                                                                    \
+    }
+
+CV_INLINE void conv_tile8(const struct l3cv_fast *fc, const struct l3_tile_out *t, void *out,
+                          uint8_t *scratch, const unsigned C, const int layout, const int dt)
 {
     const struct l3cv_image *im = fc->im;
     const size_t W = im->width, HW = W * im->height;
     const uint32_t w = t->w;
     const unsigned planes = im->planes;
-    const uint32_t mask = im->depth >= 16 ? 0xffffu : (1u << im->depth) - 1u;
     const uint32_t smax = im->srcmax;
+    const uint32_t k0 = im->key[0], k1 = im->key[1], k2 = im->key[2];
     const size_t rs = L3CV_FAST_STRIDE(w);
-    uint16_t *tr = rows, *tb = rows + rs, *tl = rows + 2 * rs, *tk = rows + 3 * rs;
-    uint16_t *tc = rows + 4 * rs;
+    uint8_t *tl = scratch, *tk = scratch + rs, *tc = scratch + 2 * rs;
     /* two staging rows of C * w elements (<= 16 w bytes each): row y is
      * converted into one while row y - 1 streams out of the other, so the
      * vector loads of the copy never wait on the scalar stores just made */
-    uint8_t *stage[2] = {(uint8_t *)(rows + 5 * rs), (uint8_t *)(rows + 13 * rs)};
-    const size_t es = dt == CV_U8 ? 1 : dt == CV_F32 ? 4 : 2;
+    uint8_t *stage[2] = {scratch + 6 * rs, scratch + 22 * rs};
+    const size_t es = dt == L3GPU_U8 ? 1 : dt == L3GPU_F32 ? 4 : 2;
     const uint8_t *prev = NULL;
     size_t prev_pix = 0;
-    const int xf = planes >= 3 && (t->flags & L3_TILE_XFORM_G);
-    int need_rb = 0;
-    for (unsigned c = 0; c < C; c++) {
-        unsigned s = fc->src[c];
-        if (s == L3CV_SRC_OPAQUE)
-            for (uint32_t x = 0; x < w; x++) tc[x] = (uint16_t)smax;
-        if (s == L3CV_SRC_PLANE0 || s == L3CV_SRC_PLANE0 + 2 || s == L3CV_SRC_LUMA ||
-            (s == L3CV_SRC_KEY && planes >= 3))
-            need_rb = 1;
-    }
-    const uint32_t k0 = im->key[0], k1 = im->key[1], k2 = im->key[2];
+    memset(tc, (int)smax, w);
     for (uint32_t y = 0; y < t->h; y++) {
-        const uint16_t *e[4] = {NULL, NULL, NULL, NULL};
-        for (unsigned p = 0; p < planes; p++) e[p] = t->plane[p] + (size_t)y * t->pitch;
-        if (xf && need_rb) {
-            const uint16_t *r = e[0], *g = e[1], *b = e[2];
-            for (uint32_t x = 0; x < w; x++) {
-                tr[x] = (uint16_t)((r[x] + g[x]) & mask);
-                tb[x] = (uint16_t)((b[x] + g[x]) & mask);
-            }
-            e[0] = tr;
-            e[2] = tb;
-        }
-        const uint16_t *u[4] = {tc, tc, tc, tc};
-        for (unsigned c = 0; c < C; c++) {
-            unsigned s = fc->src[c];
-            if (s < 4) {
-                u[c] = e[s];
-            } else if (s == L3CV_SRC_LUMA) {
-                const uint16_t *r = e[0], *g = e[1], *b = e[2];
-                for (uint32_t x = 0; x < w; x++)
-                    tl[x] = (uint16_t)((r[x] * 19595u + g[x] * 38470u + b[x] * 7471u + 32768u) >>
-                                       16);
-                u[c] = tl;
-            } else if (s == L3CV_SRC_KEY) {
-                if (planes >= 3) {
-                    const uint16_t *r = e[0], *g = e[1], *b = e[2];
-                    for (uint32_t x = 0; x < w; x++)
-                        tk[x] = (uint16_t)((r[x] == k0 && g[x] == k1 && b[x] == k2) ? 0u : smax);
-                } else {
-                    const uint16_t *a = e[0];
-                    for (uint32_t x = 0; x < w; x++) tk[x] = (uint16_t)(a[x] == k0 ? 0u : smax);
-                }
-                u[c] = tk;
-            }
-        }
+        CV_SOURCE_ROWS(uint8_t)
         const size_t pix = (size_t)(t->y0 + y) * W + t->x0;
-        if (fc->stream) {
-            uint8_t *sg = stage[y & 1];
-#ifdef CV_HAVE_STREAM
-            if (layout == L3GPU_CHW && fc->tabled && !(w & 15)) {
-                /* straight from the tables to memory, no staging */
-                for (unsigned c = 0; c < C; c++) {
-                    uint8_t *d = (uint8_t *)out + (c * HW + pix) * es;
-                    if ((uintptr_t)d & 15)
-                        put_row(fc, c, u[c], w, out, c * HW + pix, 1, dt);
-                    else
-                        stream_row(fc, c, u[c], w, d, dt);
-                }
-                continue;
-            }
-#endif
+        if (!fc->stream) {
             if (layout == L3GPU_CHW)
-                for (unsigned c = 0; c < C; c++) put_row(fc, c, u[c], w, sg, c * (size_t)w, 1, dt);
-            else if (dt == CV_U8 && fc->all_ident)
-                put_hwc_ident(u, w, sg, C);
-            else if (fc->tabled)
-                put_hwc_tab(fc, u, w, sg, 0, C, dt);
+                for (unsigned c = 0; c < C; c++)
+                    put_row(fc, c, u[c], w, out, c * HW + pix, 1, dt);
             else
-                for (unsigned c = 0; c < C; c++) put_row(fc, c, u[c], w, sg, c, C, dt);
-            if (prev)
-                flush_row(out, prev, prev_pix, w, HW, C, layout, es);
-            prev = sg;
-            prev_pix = pix;
+                put_hwc(fc, u, w, (uint8_t *)out + pix * C * es, C, dt);
             continue;
         }
-        if (layout == L3GPU_CHW) {
-            for (unsigned c = 0; c < C; c++) put_row(fc, c, u[c], w, out, c * HW + pix, 1, dt);
-        } else if (dt == CV_U8 && fc->all_ident) {
-            put_hwc_ident(u, w, (uint8_t *)out + pix * C, C);
-        } else if (fc->tabled) {
-            put_hwc_tab(fc, u, w, out, pix * C, C, dt);
-        } else {
-            for (unsigned c = 0; c < C; c++) put_row(fc, c, u[c], w, out, pix * C + c, C, dt);
+#ifdef CV_HAVE_STREAM
+        if (layout == L3GPU_CHW && !(w & 15)) {
+            /* straight from the tables to memory, no staging */
+            for (unsigned c = 0; c < C; c++) {
+                uint8_t *d = (uint8_t *)out + (c * HW + pix) * es;
+                if ((uintptr_t)d & 15)
+                    put_row(fc, c, u[c], w, out, c * HW + pix, 1, dt);
+                else
+                    stream_row(fc, c, u[c], w, d, dt);
+            }
+            continue;
         }
+#endif
+        uint8_t *sg = stage[y & 1];
+        if (layout == L3GPU_CHW)
+            for (unsigned c = 0; c < C; c++) put_row(fc, c, u[c], w, sg, c * (size_t)w, 1, dt);
+        else
+            put_hwc(fc, u, w, sg, C, dt);
+        if (prev)
+            flush_row(out, prev, prev_pix, w, HW, C, layout, es);
+        prev = sg;
+        prev_pix = pix;
     }
     if (prev)
         flush_row(out, prev, prev_pix, w, HW, C, layout, es);
 }
 
+/* ---------------- 16-bit samples: the reference arithmetic ---------------- */
+
+static void conv_tile16(const struct l3cv_fast *fc, const struct l3_tile_out *t, void *out,
+                        uint8_t *scratch)
+{
+    const struct l3cv_image *im = fc->im;
+    const size_t W = im->width, HW = W * im->height;
+    const uint32_t w = t->w;
+    const unsigned planes = im->planes, C = im->out_channels;
+    const uint32_t smax = im->srcmax; /* 65535 */
+    const uint32_t k0 = im->key[0], k1 = im->key[1], k2 = im->key[2];
+    const size_t rs = L3CV_FAST_STRIDE(w);
+    uint16_t *tl = (uint16_t *)(void *)scratch, *tk = tl + rs, *tc = tl + 2 * rs;
+    for (uint32_t x = 0; x < w; x++) tc[x] = (uint16_t)smax;
+    for (uint32_t y = 0; y < t->h; y++) {
+        CV_SOURCE_ROWS(uint16_t)
+        const size_t pix = (size_t)(t->y0 + y) * W + t->x0;
+        for (unsigned c = 0; c < C; c++) {
+            const size_t step = im->layout == L3GPU_CHW ? 1 : C;
+            const size_t i0 = im->layout == L3GPU_CHW ? c * HW + pix : pix * C + c;
+            const uint16_t *v = u[c];
+            switch (im->dtype) {
+            case L3GPU_U8: {
+                uint8_t *o = (uint8_t *)out + i0;
+                for (uint32_t x = 0; x < w; x++) /* l3cv_rescale(v, 65535, 255) */
+                    o[x * step] = (uint8_t)((v[x] * 255u + 32767u) / 65535u);
+                break;
+            }
+            case L3GPU_U16: {
+                uint16_t *o = (uint16_t *)out + i0;
+                for (uint32_t x = 0; x < w; x++) o[x * step] = v[x]; /* 65535 -> 65535 */
+                break;
+            }
+            case L3GPU_F32: {
+                float *o = (float *)out + i0;
+                for (uint32_t x = 0; x < w; x++) o[x * step] = l3cv_float(im, v[x], c);
+                break;
+            }
+            default: {
+                uint16_t *o = (uint16_t *)out + i0;
+                for (uint32_t x = 0; x < w; x++)
+                    o[x * step] = l3cv_f16_bits(l3cv_float(im, v[x], c));
+                break;
+            }
+            }
+        }
+    }
+}
+
 #define CV_KEY(layout, dt, C) (((unsigned)(layout) * 4u + (unsigned)(dt)) * 4u + (C) - 1u)
 #define CV_CASE(layout, dt, C)                                                               \
     case CV_KEY(layout, dt, C):                                                              \
-        conv_tile(fc, t, out, rows, C, layout, dt);                                          \
+        conv_tile8(fc, t, out, scratch, C, layout, dt);                                      \
         break;
 #define CV_CASES_C(layout, dt)                                                               \
     CV_CASE(layout, dt, 1) CV_CASE(layout, dt, 2) CV_CASE(layout, dt, 3) CV_CASE(layout, dt, 4)
 #define CV_CASES(layout)                                                                     \
-    CV_CASES_C(layout, CV_U8)                                                                \
-    CV_CASES_C(layout, CV_U16) CV_CASES_C(layout, CV_F32) CV_CASES_C(layout, CV_F16)
+    CV_CASES_C(layout, L3GPU_U8)                                                             \
+    CV_CASES_C(layout, L3GPU_U16) CV_CASES_C(layout, L3GPU_F32) CV_CASES_C(layout, L3GPU_F16)
 
-void l3cv_fast_tile(const struct l3cv_fast *fc, const struct l3cv_tile *t, void *out,
-                    uint16_t *rows)
+void l3cv_fast_tile(const struct l3cv_fast *fc, const struct l3_tile_out *t, void *out,
+                    void *scratch)
 {
     const struct l3cv_image *im = fc->im;
+    if (!fc->tabled) {
+        conv_tile16(fc, t, out, scratch);
+        return;
+    }
     switch (CV_KEY(im->layout, im->dtype, im->out_channels)) {
         CV_CASES(L3GPU_HWC)
         CV_CASES(L3GPU_CHW)

@@ -5,8 +5,8 @@
  * The result is the same bytes as l3_convert.h's per-pixel reference
  * (l3cv_map + l3cv_store, also run by the CUDA kernel and by
  * l3gpu_cpu_convert), by construction:
- *   - each output channel is one of: a plane (R and B with the tile's colour
- *     transform undone), the luma of R, G, B, the alpha of a tRNS key colour,
+ *   - each output channel is one of: a plane, the luma of R, G, B, the alpha
+ *     of a tRNS key colour,
  *     or opaque; that is l3cv_map's selection, computed a row at a time;
  *   - for bit depths <= 8 every possible sample of every channel is converted
  *     once per image with l3cv_store_sample() into a 256-entry table (palette
@@ -19,9 +19,9 @@
  * The loops are instantiated per (layout, dtype, output channels), so the
  * compiler sees constant strides and element types.
  *
- * Internal to gpu/ (not installed). The tile comes as plane pointers, a row
- * pitch and its rectangle, so any tile decoder that leaves uint16 planes
- * (l3_tile_decode today) can feed it.
+ * Internal to gpu/ (not installed). Tiles come from the codec's
+ * l3_decode_tiles() (struct l3_tile_out), whichever tile decoder (SIMD lanes
+ * or the scalar reference) made them.
  */
 #ifndef L3_CPU_CONVERT_H
 #define L3_CPU_CONVERT_H
@@ -54,20 +54,12 @@ struct l3cv_fast {
     } t;
 };
 
-/* One decoded tile: plane p's sample (x, y) at plane[p][y * pitch + x]; the
- * rectangle (x0, y0, w, h) inside the image; flags from the tile header. */
-struct l3cv_tile {
-    const uint16_t *plane[4];
-    size_t pitch;
-    uint32_t x0, y0, w, h;
-    uint32_t flags;
-};
-
-/* Scratch (uint16_t elements) l3cv_fast_tile() needs for tiles up to tile_w
- * wide: 5 rows of samples, then two staging rows of up to 4 channels x 4
- * bytes, each 16-byte aligned when the scratch is. */
-#define L3CV_FAST_STRIDE(tile_w) (((size_t)(tile_w) + 7u) & ~(size_t)7u)
-#define L3CV_FAST_SCRATCH(tile_w) (21u * L3CV_FAST_STRIDE(tile_w))
+/* Scratch bytes l3cv_fast_tile() needs for tiles up to tile_w wide: 3 rows
+ * of samples (luma, key alpha, opaque; up to 2 bytes each), then two staging
+ * rows of up to 4 channels x 4 bytes, each 16-byte aligned when the scratch
+ * is. */
+#define L3CV_FAST_STRIDE(tile_w) (((size_t)(tile_w) + 15u) & ~(size_t)15u)
+#define L3CV_FAST_SCRATCH(tile_w) (38u * L3CV_FAST_STRIDE(tile_w))
 
 /* Outputs of at least this many bytes per image are streamed. */
 #define L3CV_STREAM_MIN ((size_t)1 << 20)
@@ -79,10 +71,12 @@ struct l3cv_tile {
  * pixel by pixel with l3cv_map/l3cv_store). */
 int l3cv_fast_prepare(const struct l3cv_image *im, size_t stream_min, struct l3cv_fast *fc);
 
-/* Converts one tile into `out`, the image's output slot (tightly packed,
- * layout/dtype/channels of fc->im). rows: L3CV_FAST_SCRATCH(t->w) elements,
- * 16-byte aligned. Thread-safe for distinct tiles of one image. */
-void l3cv_fast_tile(const struct l3cv_fast *fc, const struct l3cv_tile *t, void *out,
-                    uint16_t *rows);
+/* Converts one decoded tile (as l3_decode_tiles() hands it over: channel
+ * planes, colour transform undone, uint8_t samples for depth <= 8, uint16_t
+ * for 16) into `out`, the image's output slot (tightly packed, layout/dtype/
+ * channels of fc->im). scratch: L3CV_FAST_SCRATCH(t->w) bytes, 16-byte
+ * aligned. Thread-safe for distinct tiles of one image. */
+void l3cv_fast_tile(const struct l3cv_fast *fc, const struct l3_tile_out *t, void *out,
+                    void *scratch);
 
 #endif /* L3_CPU_CONVERT_H */
