@@ -244,12 +244,7 @@ int l3_dec_tiles(const uint8_t *data, size_t size, const struct l3_hdr *hdr, uin
     d.nbatch[3] = rx && ry;
     uint64_t batches = d.nbatch[0] + d.nbatch[1] + d.nbatch[2] + d.nbatch[3];
 
-    if (threads < 1)
-        threads = 1;
-    if (threads > 256)
-        threads = 256;
-    if (threads > batches)
-        threads = (unsigned)batches;
+    threads = l3_thread_count(threads, batches);
     d.scratch_per = scratch_size(d.per_batch, d.planes, d.area, info->tile_width);
     if ((uint64_t)d.scratch_per * threads > mem_left)
         return L3_ERR_LIMIT;

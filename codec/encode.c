@@ -64,11 +64,7 @@ int l3_enc_begin(const struct l3_info *info_in, const void *pixels, size_t strid
     if ((uint64_t)info.width * info.height > max_pixels)
         return L3_ERR_LIMIT;
 
-    unsigned threads = opts && opts->threads ? opts->threads : 1;
-    if (threads > 256)
-        threads = 256;
-    if (threads > tiles)
-        threads = (unsigned)tiles;
+    unsigned threads = l3_thread_count(opts ? opts->threads : 1, tiles);
     const unsigned P = info.channels;
     size_t area = (size_t)tw * th;
     size_t scratch_per = l3_tile_scratch_elems(tw, th);

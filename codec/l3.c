@@ -32,6 +32,20 @@ const char *l3_strerror(int status)
 
 void l3_free(void *p) { free(p); }
 
+void l3_encode_options_canonical(const struct l3_encode_options *opts,
+                                 struct l3_encode_options *canon_ret)
+{
+    struct l3_encode_options c;
+    memset(&c, 0, sizeof c);
+    c.tile_width = opts && opts->tile_width ? opts->tile_width : L3_DEFAULT_TILE;
+    c.tile_height = opts && opts->tile_height ? opts->tile_height : L3_DEFAULT_TILE;
+    /* encode.c reads effort only as "< 0" (no LZ planes) and ">= 2" (exact
+     * parameter search, LZ tried everywhere) */
+    int e = opts ? opts->effort : 0;
+    c.effort = e < 0 ? -1 : e >= 2 ? 2 : 0;
+    *canon_ret = c;
+}
+
 size_t l3_sample_bytes(const struct l3_info *info)
 {
     if (!info)
@@ -355,12 +369,7 @@ static void *worker_main(void *v)
 
 int l3_parallel_tiles(uint64_t tiles, unsigned threads, l3_tile_fn fn, void *arg)
 {
-    if (threads < 1)
-        threads = 1;
-    if (threads > tiles)
-        threads = (unsigned)(tiles ? tiles : 1);
-    if (threads > 256)
-        threads = 256;
+    threads = l3_thread_count(threads, tiles);
     if (threads == 1) {
         for (uint64_t t = 0; t < tiles; t++) {
             int st = fn(arg, 0, t);

@@ -137,6 +137,16 @@ struct l3_encode_options {
 };
 #define L3_DEFAULT_TILE 64
 
+/* The encoder parameters that decide the output bytes, canonicalised: tile
+ * sizes resolved (0 = L3_DEFAULT_TILE), effort mapped onto the levels that
+ * encode differently (-1: every effort < 0; 0: efforts 0 and 1, which give
+ * identical bytes; 2: every effort >= 2), threads and limits zeroed (they
+ * never change the bytes). Two option sets with equal canonical forms encode
+ * any image to identical files, so the cache keys objects on this form.
+ * opts may be NULL (defaults). */
+L3_API void l3_encode_options_canonical(const struct l3_encode_options *opts,
+                                        struct l3_encode_options *canon_ret);
+
 /* Reads and validates the header, header checksum and tile table of an L3
  * buffer without decoding pixels. `size` may be the whole file or only a
  * prefix: with a prefix too short for the header + tile table it returns

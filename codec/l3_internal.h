@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "l3.h"
+#include "l3_le.h"
 #include "l3_tile.h"
 
 /* Hot encoder loops are compiled twice, for AVX2 and for the baseline, and
@@ -66,6 +67,19 @@ void l3_write_header(uint8_t *data, const struct l3_info *info,
 /* Applies default limits. */
 void l3_limits_resolve(const struct l3_limits *in, uint64_t *max_pixels,
                        size_t *max_memory);
+
+/* Worker threads for `work` independent items: the request, at least 1, at
+ * most L3_MAX_THREADS and never more than the items. */
+#define L3_MAX_THREADS 256u
+static inline unsigned l3_thread_count(unsigned requested, uint64_t work)
+{
+    unsigned t = requested ? requested : 1;
+    if (t > L3_MAX_THREADS)
+        t = L3_MAX_THREADS;
+    if (work && t > work)
+        t = (unsigned)work;
+    return t;
+}
 
 /* Runs fn(arg, tile_index) for every tile on up to `threads` threads (tiles
  * handed out one at a time). Returns the first non-zero status. */
@@ -145,23 +159,5 @@ int l3_png_reader_image(struct l3_png_reader *r, unsigned char **rows);
  * indices past PLTE as l3_png_decode does (pixels = the whole image). */
 int l3_png_reader_finish(struct l3_png_reader *r, const unsigned char *pixels, size_t size);
 void l3_png_reader_close(struct l3_png_reader *r);
-
-static inline void l3_wr_u16le(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-static inline void l3_wr_u32le(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline void l3_wr_u64le(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline uint32_t l3_rd_u16le(const uint8_t *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8);
-}
 
 #endif

@@ -303,14 +303,6 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static uint64_t rd_u64le(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 /* How the planes are coded: count and share of payload bytes per mode byte. */
 static void print_plane_modes(const struct l3_layout *lay, const unsigned char *d)
 {
@@ -318,7 +310,7 @@ static void print_plane_modes(const struct l3_layout *lay, const unsigned char *
     uint64_t count[64] = {0}, bytes[64] = {0}, prev = 0;
     const unsigned char *payload = d + lay->header_size;
     for (uint32_t t = 0; t < lay->tile_count; t++) {
-        uint64_t end = rd_u64le(d + lay->table_offset + 8 * (size_t)t);
+        uint64_t end = l3_rd_u64le(d + lay->table_offset + 8 * (size_t)t);
         struct l3_tile_header th;
         if (l3_tile_parse(payload + prev, (size_t)(end - prev), lay->planes, &th) == L3_OK)
             for (unsigned p = 0; p < lay->planes; p++) {
@@ -375,7 +367,7 @@ static void print_info(const char *path, const struct l3_info *i, const struct l
         uint64_t prev = 0, mn = UINT64_MAX, mx = 0;
         uint64_t *sizes = malloc(sizeof *sizes * lay->tile_count);
         for (uint32_t t = 0; t < lay->tile_count; t++) {
-            uint64_t end = rd_u64le(d + lay->table_offset + 8 * (size_t)t);
+            uint64_t end = l3_rd_u64le(d + lay->table_offset + 8 * (size_t)t);
             uint64_t sz = end - prev;
             prev = end;
             if (sz < mn)
