@@ -50,6 +50,10 @@ struct l3cache_options {
 #define L3CACHE_VERIFY_FULL 0x2u /* every hit checks the whole object's
                                     checksums (default: header checksum, and
                                     the size against the index) */
+#define L3CACHE_NO_BACKGROUND 0x4u /* no background thread (one-shot tools):
+                                      the first walk of objects/ runs inside
+                                      l3cache_open, eviction only in
+                                      l3cache_gc, statistics flushed at close */
 
 /* Opens (creating if needed) a cache directory. Cleans stale temp files left
  * by crashed writers. *cache_ret is set on success. */
@@ -69,6 +73,8 @@ struct l3cache_source {
     int64_t ctime_ns;
 };
 void l3cache_source_from_stat(const struct stat *st, struct l3cache_source *src_ret);
+/* 1 when two identities are the same version of the same file. */
+int l3cache_source_eq(const struct l3cache_source *a, const struct l3cache_source *b);
 
 /* Looks the source identity up in the persistent source index, without
  * reading the source. Returns 0 and the encoded size (and key) when known,
@@ -93,16 +99,33 @@ int l3cache_get(l3cache *cache, int src_fd, const struct stat *st,
                 struct l3cache_object *obj_ret, int *l3_status_ret);
 
 /* Statistics. `instance` counts this handle since open; `total` is cumulative
- * for the directory (all processes, persisted). */
+ * for the directory (all processes, persisted).
+ *
+ * The one list of the counters, X(name, description), in the order the
+ * statistics records of index.log store them (docs/CACHE.md): the struct,
+ * the record codec, stats.json, the Prometheus metrics and `l3fs cache
+ * stats` are all generated from it. */
+#define L3CACHE_COUNTERS(X)                                                          \
+    X(lookups, "lookups of a source (l3cache_get calls)")                            \
+    X(hits, "lookups served from a stored object")                                   \
+    X(misses, "lookups that needed an encode")                                       \
+    X(encodes, "encodes run")                                                        \
+    X(encode_failures, "sources that failed to encode")                              \
+    X(bytes_served, "bytes of objects handed out from hits")                         \
+    X(bytes_written, "bytes of new objects written")                                 \
+    X(evictions, "objects evicted under the size cap")                               \
+    X(evicted_bytes, "bytes of objects evicted")                                     \
+    X(corrupt_repaired, "corrupt objects found, removed and re-created")             \
+    X(write_failures, "failed object writes (ENOSPC, EROFS, EIO)")
+
 struct l3cache_counters {
-    uint64_t lookups, hits, misses;
-    uint64_t encodes, encode_failures;
-    uint64_t bytes_served;      /* bytes of objects handed out from cache hits */
-    uint64_t bytes_written;     /* bytes of new objects written */
-    uint64_t evictions, evicted_bytes;
-    uint64_t corrupt_repaired;  /* corrupt objects found, removed, re-created */
-    uint64_t write_failures;    /* ENOSPC, EROFS, EIO while writing */
+#define L3CACHE_X_FIELD(name, desc) uint64_t name;
+    L3CACHE_COUNTERS(L3CACHE_X_FIELD)
+#undef L3CACHE_X_FIELD
 };
+#define L3CACHE_X_ONE(name, desc) +1
+enum { L3CACHE_NCOUNTERS = 0 L3CACHE_COUNTERS(L3CACHE_X_ONE) };
+#undef L3CACHE_X_ONE
 struct l3cache_stats {
     struct l3cache_counters instance;
     struct l3cache_counters total;
@@ -114,19 +137,13 @@ struct l3cache_stats {
 };
 int l3cache_get_stats(l3cache *cache, struct l3cache_stats *stats_ret);
 
-/* Maintenance (the `l3fs cache` CLI). */
+/* Maintenance (the `l3fs cache` command, fs/cmd_cache.c). */
 /* Checks every object's checksums; removes bad ones. Counts via *_ret. */
 int l3cache_verify_all(l3cache *cache, uint64_t *checked_ret, uint64_t *bad_ret);
 /* Applies the size cap now; returns evicted bytes via *freed_ret. */
 int l3cache_gc(l3cache *cache, uint64_t *freed_ret);
 /* Removes every object and the index. */
 int l3cache_clear(l3cache *cache);
-
-/* `l3fs cache stats|verify|gc|clear --cache-dir DIR [--cache-size SIZE]
- * [--json]`: argv[0] is "cache" (or any program name), argv[1] the command.
- * Prints to stdout/stderr; returns a process exit status (0 ok, 1 problem
- * found or failure, 2 usage). */
-int l3cache_cli_main(int argc, char **argv);
 
 #ifdef __cplusplus
 }

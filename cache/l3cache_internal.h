@@ -59,7 +59,7 @@ void l3cache_object_relpath(const struct l3cache_key *key, char path_ret[64]);
 #define L3CACHE_REC_ENTRY 1
 #define L3CACHE_REC_STATS 2
 #define L3CACHE_REC_ENTRY_SIZE 88
-#define L3CACHE_REC_STATS_SIZE 112
+#define L3CACHE_REC_STATS_SIZE (24 + 8 * L3CACHE_NCOUNTERS) /* 112 */
 #define L3CACHE_REC_MAX 4096
 
 struct l3cache_entry {

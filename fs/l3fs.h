@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "l3_version.h"
+#include "l3cache.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -128,17 +129,27 @@ void l3fs_timings_add(struct l3fs_timings *t, uint64_t ns);
 /* Percentile p in [0,100] (nearest rank) of the retained samples; 0 if none. */
 uint64_t l3fs_timings_percentile(const struct l3fs_timings *t, double p);
 
-/* Counters kept by the daemon itself (the cache keeps its own). */
+/* Counters kept by the daemon itself (the cache keeps its own,
+ * L3CACHE_COUNTERS). The one list, X(field, Prometheus name, help), in the
+ * order stats.json shows them; struct, JSON and metrics come from it. */
+#define L3FS_FS_COUNTERS(X)                                                               \
+    X(lookups, "l3fs_lookups_total", "LOOKUP requests handled.")                          \
+    X(l3_opens, "l3fs_l3_opens_total", "Opens of .l3 files.")                             \
+    X(l3_open_hits, "l3fs_l3_open_hits_total",                                            \
+      "Opens of .l3 files served from an already cached object.")                         \
+    X(l3_open_misses, "l3fs_l3_open_misses_total",                                        \
+      "Opens of .l3 files that needed an encode first.")                                  \
+    X(encodes, "l3fs_encodes_total", "PNG to L3 encodes run by this daemon.")             \
+    X(encode_errors, "l3fs_encode_errors_total", "Sources that failed to encode.")        \
+    X(index_hits, "l3fs_index_hits_total", ".l3 sizes answered by the persistent index.") \
+    X(bytes_served, "l3fs_served_bytes_total", "Bytes of .l3 files handed to readers.")   \
+    X(passthrough_bytes, "l3fs_passthrough_bytes_total",                                  \
+      "Bytes of other files handed to readers.")
+
 struct l3fs_fs_counters {
-    uint64_t lookups;        /* LOOKUP requests */
-    uint64_t l3_opens;       /* opens of .l3 files */
-    uint64_t l3_open_hits;   /* ... served from an already-cached object */
-    uint64_t l3_open_misses; /* ... that needed an encode first */
-    uint64_t encodes;        /* encodes this daemon ran */
-    uint64_t encode_errors;  /* sources that failed to encode (EIO) */
-    uint64_t index_hits;     /* .l3 sizes answered by the persistent index */
-    uint64_t bytes_served;   /* bytes of .l3 files handed to readers */
-    uint64_t passthrough_bytes; /* bytes of other files handed to readers */
+#define L3FS_X_FIELD(field, prom, help) uint64_t field;
+    L3FS_FS_COUNTERS(L3FS_X_FIELD)
+#undef L3FS_X_FIELD
 };
 
 /* Everything stats.json and metrics show. */
@@ -151,14 +162,10 @@ struct l3fs_snapshot {
     uint64_t encode_count, encode_p50_ns, encode_p90_ns, encode_p99_ns, encode_max_ns,
         encode_sum_ns;
     int have_cache;                 /* 0: cache stats unavailable */
-    /* cache counters, instance then total: lookups hits misses encodes
-     * encode_failures bytes_served bytes_written evictions evicted_bytes
-     * corrupt_repaired write_failures */
-    uint64_t cache_instance[11], cache_total[11];
+    struct l3cache_counters cache_instance, cache_total;
     uint64_t objects, object_bytes, max_bytes;
     int writes_disabled;
 };
-extern const char *const l3fs_cache_counter_names[11];
 
 /* Hit rate of a lookups/hits pair as a fraction, or -1 when nothing was looked up. */
 double l3fs_hit_rate(uint64_t hits, uint64_t misses);
@@ -166,15 +173,26 @@ double l3fs_hit_rate(uint64_t hits, uint64_t misses);
 char *l3fs_render_json(const struct l3fs_snapshot *s);
 char *l3fs_render_prometheus(const struct l3fs_snapshot *s);
 
+/* A JSON string literal for s, quotes included (malloc'ed; NULL on ENOMEM). */
+char *l3fs_json_quote(const char *s);
+/* The cache counters as a JSON object with a hit_rate (malloc'ed). */
+char *l3fs_json_cache_counters(const struct l3cache_counters *c);
+
 /* Minimal reader for the JSON l3fs_render_json writes: the number at a dotted
  * path such as "cache.instance.hits". Returns 0 and *value_ret, or -ENOENT. */
 int l3fs_json_number(const char *json, const char *path, double *value_ret);
 /* The string at a dotted path, copied into out (cap bytes). */
 int l3fs_json_string(const char *json, const char *path, char *out, size_t cap);
 
-/* ---- subcommands (fs/tools.c) ---- */
+/* ---- subcommands (fs/cmd_stats.c, fs/cmd_warm.c, fs/cmd_cache.c) ----
+ * argv[0] is the subcommand's name; each returns a process exit status. */
 int l3fs_cmd_stats(int argc, char **argv);
 int l3fs_cmd_warm(int argc, char **argv);
+/* `l3fs cache stats|verify|gc|clear --cache-dir DIR [--cache-size SIZE]
+ * [--json]`: 0 ok, 1 problem found or failure, 2 usage. */
+int l3fs_cmd_cache(int argc, char **argv);
+/* MOUNTPOINT/.l3fs/stats.json read whole (malloc'ed), NULL with errno. */
+char *l3fs_read_stats_json(const char *mountpoint);
 
 /* Formats a byte count as "1.5 GiB" into buf. */
 const char *l3fs_human_bytes(uint64_t bytes, char *buf, size_t cap);

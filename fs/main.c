@@ -8,20 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "l3cache.h"
 #include "l3fs_internal.h"
-
-static int cmd_cache(int argc, char **argv)
-{
-#ifdef HAVE_L3CACHE_CLI
-    return l3cache_cli_main(argc, argv);
-#else
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "l3fs: this build has no cache maintenance commands\n");
-    return 2;
-#endif
-}
 
 int main(int argc, char **argv)
 {
@@ -31,7 +18,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[1], "warm"))
             return l3fs_cmd_warm(argc - 1, argv + 1);
         if (!strcmp(argv[1], "cache"))
-            return cmd_cache(argc - 1, argv + 1);
+            return l3fs_cmd_cache(argc - 1, argv + 1);
     }
     struct l3fs_options o;
     int r = l3fs_parse_args(argc, argv, &o);

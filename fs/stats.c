@@ -9,11 +9,6 @@
 
 #include "l3fs.h"
 
-const char *const l3fs_cache_counter_names[11] = {
-    "lookups", "hits", "misses", "encodes", "encode_failures", "bytes_served",
-    "bytes_written", "evictions", "evicted_bytes", "corrupt_repaired", "write_failures",
-};
-
 void l3fs_timings_add(struct l3fs_timings *t, uint64_t ns)
 {
     t->samples[t->count % L3FS_TIME_SAMPLES] = ns;
@@ -132,14 +127,32 @@ static void sb_rate(struct sbuf *b, double r)
         sb_printf(b, "%.6f", r);
 }
 
-static void json_counters(struct sbuf *b, const uint64_t *c)
+static void json_counters(struct sbuf *b, const struct l3cache_counters *c)
 {
+    const char *sep = "";
     sb_printf(b, "{");
-    for (int i = 0; i < 11; i++)
-        sb_printf(b, "%s\"%s\": %" PRIu64, i ? ", " : "", l3fs_cache_counter_names[i], c[i]);
+#define ONE(name, desc)                                                   \
+    sb_printf(b, "%s\"" #name "\": %" PRIu64, sep, c->name);              \
+    sep = ", ";
+    L3CACHE_COUNTERS(ONE)
+#undef ONE
     sb_printf(b, ", \"hit_rate\": ");
-    sb_rate(b, l3fs_hit_rate(c[1], c[2]));
+    sb_rate(b, l3fs_hit_rate(c->hits, c->misses));
     sb_printf(b, "}");
+}
+
+char *l3fs_json_quote(const char *s)
+{
+    struct sbuf b = {0};
+    sb_json_str(&b, s);
+    return sb_finish(&b);
+}
+
+char *l3fs_json_cache_counters(const struct l3cache_counters *c)
+{
+    struct sbuf b = {0};
+    json_counters(&b, c);
+    return sb_finish(&b);
 }
 
 char *l3fs_render_json(const struct l3fs_snapshot *s)
@@ -153,14 +166,14 @@ char *l3fs_render_json(const struct l3fs_snapshot *s)
     sb_json_str(&b, s->cache_dir);
     sb_printf(&b, ",\n  \"uptime_s\": %.3f,\n", s->uptime_s);
     const struct l3fs_fs_counters *f = &s->fs;
-    sb_printf(&b,
-              "  \"fs\": {\"lookups\": %" PRIu64 ", \"l3_opens\": %" PRIu64
-              ", \"l3_open_hits\": %" PRIu64 ", \"l3_open_misses\": %" PRIu64
-              ", \"encodes\": %" PRIu64 ", \"encode_errors\": %" PRIu64
-              ", \"index_hits\": %" PRIu64 ", \"bytes_served\": %" PRIu64
-              ", \"passthrough_bytes\": %" PRIu64 ", \"hit_rate\": ",
-              f->lookups, f->l3_opens, f->l3_open_hits, f->l3_open_misses, f->encodes,
-              f->encode_errors, f->index_hits, f->bytes_served, f->passthrough_bytes);
+    const char *sep = "";
+    sb_printf(&b, "  \"fs\": {");
+#define ONE(field, prom, help)                                            \
+    sb_printf(&b, "%s\"" #field "\": %" PRIu64, sep, f->field);           \
+    sep = ", ";
+    L3FS_FS_COUNTERS(ONE)
+#undef ONE
+    sb_printf(&b, ", \"hit_rate\": ");
     sb_rate(&b, l3fs_hit_rate(f->l3_open_hits, f->l3_open_misses));
     sb_printf(&b, "},\n");
     sb_printf(&b,
@@ -171,9 +184,9 @@ char *l3fs_render_json(const struct l3fs_snapshot *s)
               s->encode_count ? (double)s->encode_sum_ns / 1e6 / (double)s->encode_count : 0.0);
     if (s->have_cache) {
         sb_printf(&b, "  \"cache\": {\n    \"instance\": ");
-        json_counters(&b, s->cache_instance);
+        json_counters(&b, &s->cache_instance);
         sb_printf(&b, ",\n    \"total\": ");
-        json_counters(&b, s->cache_total);
+        json_counters(&b, &s->cache_total);
         sb_printf(&b,
                   ",\n    \"objects\": %" PRIu64 ", \"object_bytes\": %" PRIu64
                   ", \"max_bytes\": %" PRIu64 ", \"writes_disabled\": %s\n  }\n",
@@ -190,26 +203,11 @@ char *l3fs_render_prometheus(const struct l3fs_snapshot *s)
 {
     struct sbuf b = {0};
     const struct l3fs_fs_counters *f = &s->fs;
-    struct {
-        const char *name, *help;
-        uint64_t v;
-    } fsm[] = {
-        {"l3fs_lookups_total", "LOOKUP requests handled.", f->lookups},
-        {"l3fs_l3_opens_total", "Opens of .l3 files.", f->l3_opens},
-        {"l3fs_l3_open_hits_total", "Opens of .l3 files served from an already cached object.",
-         f->l3_open_hits},
-        {"l3fs_l3_open_misses_total", "Opens of .l3 files that needed an encode first.",
-         f->l3_open_misses},
-        {"l3fs_encodes_total", "PNG to L3 encodes run by this daemon.", f->encodes},
-        {"l3fs_encode_errors_total", "Sources that failed to encode.", f->encode_errors},
-        {"l3fs_index_hits_total", ".l3 sizes answered by the persistent index.", f->index_hits},
-        {"l3fs_served_bytes_total", "Bytes of .l3 files handed to readers.", f->bytes_served},
-        {"l3fs_passthrough_bytes_total", "Bytes of other files handed to readers.",
-         f->passthrough_bytes},
-    };
-    for (size_t i = 0; i < sizeof fsm / sizeof fsm[0]; i++)
-        sb_printf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", fsm[i].name,
-                  fsm[i].help, fsm[i].name, fsm[i].name, fsm[i].v);
+#define ONE(field, prom, help)                                                        \
+    sb_printf(&b, "# HELP " prom " " help "\n# TYPE " prom " counter\n" prom " %" PRIu64 "\n", \
+              f->field);
+    L3FS_FS_COUNTERS(ONE)
+#undef ONE
     sb_printf(&b, "# HELP l3fs_uptime_seconds Seconds since the mount.\n"
                   "# TYPE l3fs_uptime_seconds gauge\nl3fs_uptime_seconds %.3f\n",
               s->uptime_s);
@@ -224,16 +222,16 @@ char *l3fs_render_prometheus(const struct l3fs_snapshot *s)
               s->encode_p50_ns / 1e9, s->encode_p90_ns / 1e9, s->encode_p99_ns / 1e9,
               s->encode_max_ns / 1e9, s->encode_sum_ns / 1e9, s->encode_count);
     if (s->have_cache) {
-        for (int i = 0; i < 11; i++) {
-            sb_printf(&b, "# HELP l3fs_cache_%s_total Cache %s (instance: this mount; "
-                          "total: the cache directory).\n# TYPE l3fs_cache_%s_total counter\n",
-                      l3fs_cache_counter_names[i], l3fs_cache_counter_names[i],
-                      l3fs_cache_counter_names[i]);
-            sb_printf(&b, "l3fs_cache_%s_total{scope=\"instance\"} %" PRIu64 "\n",
-                      l3fs_cache_counter_names[i], s->cache_instance[i]);
-            sb_printf(&b, "l3fs_cache_%s_total{scope=\"total\"} %" PRIu64 "\n",
-                      l3fs_cache_counter_names[i], s->cache_total[i]);
-        }
+#define ONE(name, desc)                                                               \
+    sb_printf(&b,                                                                     \
+              "# HELP l3fs_cache_" #name "_total Cache: " desc                       \
+              " (scope instance: this mount; total: the cache directory).\n"          \
+              "# TYPE l3fs_cache_" #name "_total counter\n"                           \
+              "l3fs_cache_" #name "_total{scope=\"instance\"} %" PRIu64 "\n"          \
+              "l3fs_cache_" #name "_total{scope=\"total\"} %" PRIu64 "\n",            \
+              s->cache_instance.name, s->cache_total.name);
+        L3CACHE_COUNTERS(ONE)
+#undef ONE
         sb_printf(&b,
                   "# HELP l3fs_cache_objects Objects in the cache directory.\n"
                   "# TYPE l3fs_cache_objects gauge\nl3fs_cache_objects %" PRIu64 "\n"

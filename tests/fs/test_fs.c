@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "l3.h"
+#include "l3cache.h"
 #include "l3fs.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -794,6 +795,135 @@ Test(mount, pixel_limit_gives_eio_and_cache_cli)
     cr_assert_eq(sh("'%s' cache verify --cache-dir '%s' > /dev/null", l3fs_bin(), T.cache), 0);
 }
 
+/* ------------------------------------------------- the cache command */
+
+/* Runs `l3fs cache ARGS`; its output in out, its exit status returned. */
+static int cache_cmd(char *out, size_t outsize, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int cache_cmd(char *out, size_t outsize, const char *fmt, ...)
+{
+    char args[2048], cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    xsnprintf(cmd, sizeof cmd, "'%s' cache %s 2>&1", l3fs_bin(), args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, outsize - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static uint64_t json_u64(const char *json, const char *key)
+{
+    char pat[64];
+    xsnprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(json, pat);
+    cr_assert_not_null(p, "no %s in %s", key, json);
+    return strtoull(p + strlen(pat), NULL, 10);
+}
+
+/* l3cache_get of source NAME under T.src (real codec): its size, or with
+ * want_hit < 0 whether it was a hit. */
+static uint64_t cache_get(l3cache *c, const char *name, int want_hit)
+{
+    char p[PATH_MAX];
+    srcpath(p, sizeof p, name);
+    int fd = open(p, O_RDONLY);
+    cr_assert(fd >= 0);
+    struct stat st;
+    cr_assert_eq(fstat(fd, &st), 0);
+    struct l3cache_object o;
+    cr_assert_eq(l3cache_get(c, fd, &st, &o, NULL), 0);
+    if (want_hit >= 0)
+        cr_assert_eq(o.hit, want_hit, "%s: hit %d", name, o.hit);
+    close(fd);
+    close(o.fd);
+    return want_hit < 0 ? (uint64_t)o.hit : o.size;
+}
+
+static int cache_get_any(l3cache *c, const char *name)
+{
+    return (int)cache_get(c, name, -1);
+}
+
+static l3cache *fill_cache(void)
+{
+    struct l3cache_options co = {.dir = T.cache, .fsync_policy = L3CACHE_FSYNC_OBJECT};
+    l3cache *c = NULL;
+    cr_assert_eq(l3cache_open(&co, &c), 0);
+    return c;
+}
+
+Test(cache_cmd, stats_verify_gc_clear, .init = setup, .fini = teardown)
+{
+    const char *names[] = {"a.png", "b.png", "c.png"};
+    for (int i = 0; i < 3; i++) {
+        char p[PATH_MAX];
+        srcpath(p, sizeof p, names[i]);
+        write_png(p, 40 + (uint32_t)i, 40, PNG_COLOR_TYPE_RGB, 8, 0, 0, (uint64_t)i + 1);
+    }
+    l3cache *c = fill_cache();
+    uint64_t size = 0;
+    for (int i = 0; i < 3; i++)
+        size += cache_get(c, names[i], 0);
+    cache_get(c, "a.png", 1);
+    cache_get(c, "b.png", 1);
+    l3cache_close(c);
+
+    char out[8192];
+    cr_assert_eq(cache_cmd(out, sizeof out, "stats --cache-dir '%s' --json", T.cache), 0,
+                 "%s", out);
+    cr_assert_eq(json_u64(out, "lookups"), 5);
+    cr_assert_eq(json_u64(out, "hits"), 2);
+    cr_assert_eq(json_u64(out, "misses"), 3);
+    cr_assert_eq(json_u64(out, "objects"), 3);
+    cr_assert_eq(json_u64(out, "object_bytes"), size);
+    cr_assert_eq(json_u64(out, "index_entries"), 3);
+    cr_assert_eq(cache_cmd(out, sizeof out, "stats --cache-dir '%s'", T.cache), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "hit rate         40.0%"), "%s", out);
+
+    /* every object checks out; then one payload byte flipped: 1 bad, removed */
+    cr_assert_eq(cache_cmd(out, sizeof out, "verify --cache-dir '%s' --json", T.cache), 0,
+                 "%s", out);
+    cr_assert_eq(json_u64(out, "checked"), 3, "%s", out);
+    cr_assert_eq(json_u64(out, "bad"), 0, "%s", out);
+    cr_assert_eq(sh("f=$(find '%s/objects' -name '*.l3' | head -1) && "
+                    "printf '\\377' | dd of=\"$f\" bs=1 seek=$(( $(stat -c %%s \"$f\") - 3 )) "
+                    "conv=notrunc status=none",
+                    T.cache),
+                 0);
+    cr_assert_eq(cache_cmd(out, sizeof out, "verify --cache-dir '%s' --json", T.cache), 1,
+                 "%s", out);
+    cr_assert_eq(json_u64(out, "checked"), 3, "%s", out);
+    cr_assert_eq(json_u64(out, "bad"), 1, "%s", out);
+    cr_assert_eq(sh("test $(find '%s/objects' -name '*.l3' | wc -l) = 2", T.cache), 0);
+
+    /* refill, then gc under a cap of one object, and clear */
+    c = fill_cache();
+    int hits = 0;
+    for (int i = 0; i < 3; i++)
+        hits += cache_get_any(c, names[i]);
+    l3cache_close(c);
+    cr_assert_eq(hits, 2, "the removed object is encoded again, the others are hits");
+    cr_assert_eq(cache_cmd(out, sizeof out, "gc --cache-dir '%s' --cache-size %llu --json",
+                           T.cache, (unsigned long long)(size / 3 + 100)),
+                 0, "%s", out);
+    cr_assert_geq(json_u64(out, "evictions"), 2, "%s", out);
+    cr_assert_leq(json_u64(out, "object_bytes"), size / 3 + 100, "%s", out);
+    cr_assert_eq(cache_cmd(out, sizeof out, "clear --cache-dir '%s'", T.cache), 0, "%s", out);
+    cr_assert_eq(cache_cmd(out, sizeof out, "stats --cache-dir '%s' --json", T.cache), 0,
+                 "%s", out);
+    cr_assert_eq(json_u64(out, "objects"), 0);
+    cr_assert_eq(json_u64(out, "index_entries"), 0);
+
+    cr_assert_eq(cache_cmd(out, sizeof out, "stats"), 2, "missing --cache-dir is a usage error");
+    cr_assert_eq(cache_cmd(out, sizeof out, "frobnicate --cache-dir '%s'", T.cache), 2);
+    cr_assert_eq(cache_cmd(out, sizeof out, "gc --cache-dir '%s' --cache-size 12Q", T.cache), 2);
+}
+
 Test(mount, every_write_is_erofs)
 {
     make_tree(0);
@@ -1309,9 +1439,9 @@ Test(stats, percentiles_json_and_prometheus)
     s.fs.l3_open_hits = 3;
     s.fs.l3_open_misses = 1;
     s.have_cache = 1;
-    s.cache_instance[1] = 5; /* hits */
-    s.cache_instance[2] = 15;
-    s.cache_total[1] = 42;
+    s.cache_instance.hits = 5;
+    s.cache_instance.misses = 15;
+    s.cache_total.hits = 42;
     s.encode_count = 2;
     s.encode_p99_ns = 2500000;
     char *j = l3fs_render_json(&s);

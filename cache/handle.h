@@ -1,0 +1,150 @@
+/* handle.h — the l3cache handle and the rooms of libl3cache (not installed).
+ *
+ * Locks: c->mu protects every field marked [mu]; c->scan_mu serialises walks
+ * of objects/ (scans, eviction, clear); fields marked [const] are set in
+ * l3cache_open and read-only afterwards.
+ *
+ * Rooms (one job each):
+ *   open.c      open (directory, lock, log, compaction), close, background thread
+ *   index.c     the source index: in-memory table over index.log, tail, append,
+ *               compaction
+ *   object.c    one object: open and check, store atomically, remove
+ *   get.c       l3cache_get: hit path, single flight, encode and store
+ *   scan.c      walks of objects/: counting, temp sweep, LRU eviction, verify,
+ *               clear
+ *   stats.c     counters, their persistence, write-failure state
+ *   size.c      l3cache_parse_size
+ *   io.c        whole reads and writes, clocks
+ *   key.c       key derivation and object paths
+ *   record.c    index log record codec
+ *   tempname.c  temp file names, host name, random ids
+ *   codec_glue.c the default encode and check steps (libl3)
+ */
+#ifndef L3CACHE_HANDLE_H
+#define L3CACHE_HANDLE_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "l3cache_internal.h"
+
+#define L3CACHE_LOG_NAME "index.log"
+#define L3CACHE_LOCK_NAME "lock"
+
+struct slot {
+    int used;
+    struct l3cache_entry e;
+};
+
+/* One key being encoded by this process; others wait for it. */
+struct flight {
+    struct flight *next;
+    struct l3cache_key key;
+    int refs;
+    int done;
+    int status;     /* 0 or -errno */
+    int l3_status;
+    int result_fd;  /* readable copy for waiters when no object was stored */
+};
+
+struct l3cache {
+    char *dir;                  /* [const] */
+    int dirfd;                  /* [const] */
+    int lockfd;                 /* [const] */
+    int logfd;                  /* [const after open] (compaction at open replaces it) */
+    int log_writable;           /* [const] */
+    int readonly;               /* [const] L3CACHE_READONLY */
+    struct l3cache_options opts; /* [const] */
+    struct l3cache_internal in; /* [const] defaults filled in */
+    char host[64];              /* [const] */
+    uint64_t instance_id;       /* [const] */
+    uint64_t params_id;         /* [const] */
+
+    pthread_mutex_t mu;
+    pthread_cond_t flight_cv;   /* flights finished; first scan done */
+    struct flight *flights;     /* [mu] */
+
+    struct slot *slots;         /* [mu] */
+    size_t nslots, nused;       /* [mu] */
+    uint64_t log_off;           /* [mu] bytes of index.log parsed */
+    uint64_t log_records, log_bad_bytes; /* [mu] */
+
+    struct l3cache_counters inst, flushed, persisted; /* [mu] */
+    int writes_disabled;        /* [mu] */
+    time_t disabled_at;         /* [mu] */
+    uint64_t objects, object_bytes; /* [mu] estimate: last scan + own writes */
+
+    pthread_mutex_t scan_mu;    /* one walk of objects/ at a time */
+    pthread_cond_t bg_cv;
+    pthread_t bg;
+    int bg_started;             /* [const after open] */
+    int closing, bg_kick;       /* [mu] */
+    int first_sweep;            /* [const] the first scan removes stale temp files */
+    int scanned;                /* [mu] the first scan is done (objects valid) */
+};
+
+/* ---- io.c ---- */
+uint64_t l3cache_now_ms(void);
+int64_t l3cache_ts_ns(const struct timespec *ts);
+int l3cache_write_all(int fd, const void *buf, size_t len);
+/* Reads up to len bytes at off; returns bytes read or -errno. */
+ssize_t l3cache_pread_full(int fd, void *buf, size_t len, uint64_t off);
+/* Reads a whole file with pread from offset 0 (size_hint: its expected size). */
+int l3cache_read_whole(int fd, uint64_t size_hint, uint8_t **buf_ret, size_t *size_ret);
+
+/* ---- index.c (mu held unless said) ---- */
+void index_reset(struct l3cache *c);
+/* Reads records appended since the last call (by any process). */
+void index_tail(struct l3cache *c);
+void index_append(struct l3cache *c, const struct l3cache_entry *e);
+int index_find(struct l3cache *c, const struct l3cache_source *s, struct l3cache_entry *e_ret);
+/* Rewrites the log with the live entries and one stats record; only with the
+ * directory lock held exclusively. */
+void index_compact(struct l3cache *c);
+
+/* ---- object.c ---- */
+/* Opens and checks an object. 0 (fd/size set), -ENOENT when absent, -EBADMSG
+ * when it was corrupt (it is then removed), -errno. */
+int object_open(struct l3cache *c, const struct l3cache_key *key, int *fd_ret,
+                uint64_t *size_ret);
+/* Runs the check hook on an open object. 0 valid, 1 corrupt, -errno. */
+int object_check(struct l3cache *c, int fd, uint64_t size, int full);
+/* Removes the object at rel when it is still the inode described by st. */
+void object_remove_if_same(struct l3cache *c, const char *rel, const struct stat *st);
+/* Stores an object atomically. 0: stored (or already there), -errno. */
+int object_store(struct l3cache *c, const struct l3cache_key *key, const void *data,
+                 size_t size, int *created_ret);
+/* A readable descriptor of bytes that could not be stored. */
+int object_memory_fd(const void *data, size_t size);
+
+/* ---- scan.c ---- */
+/* Walks objects/: counts objects and bytes; evicts over the cap when evict;
+ * removes stale temp files when sweep_temps. */
+int scan_objects(struct l3cache *c, int evict, int sweep_temps, uint64_t *freed_ret);
+/* Temp files of dead writers (this host) or older than stale_temp_s, in the
+ * directory open as dirfd (shared by scans and the compaction sweep). */
+void sweep_temp(struct l3cache *c, int dirfd, const char *name, time_t now);
+
+/* ---- stats.c ---- */
+void counters_add(struct l3cache_counters *a, const struct l3cache_counters *b, int sign);
+int counters_zero(const struct l3cache_counters *a);
+/* Appends this process's counter delta to the log. */
+void stats_flush(struct l3cache *c);
+void stats_write_failure(struct l3cache *c); /* mu held */
+int stats_writes_allowed(struct l3cache *c); /* mu held */
+void stats_count(struct l3cache *c, uint64_t *counter, uint64_t v); /* takes mu */
+
+/* ---- tempname.c ---- */
+void l3cache_host_name(char *buf, size_t size);
+uint64_t l3cache_random_u64(void);
+
+/* ---- codec_glue.c ---- */
+int l3cache_default_encode(void *ctx, const void *png, size_t png_size,
+                           const struct l3_encode_options *opts, void **out_ret,
+                           size_t *size_ret);
+int l3cache_default_check(void *ctx, const void *data, size_t size, uint64_t total, int full,
+                          size_t *needed_ret);
+
+#endif /* L3CACHE_HANDLE_H */
