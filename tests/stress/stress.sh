@@ -55,17 +55,6 @@ finish() {
     if [ "$fails" -eq 0 ]; then echo "== $scenario: all checks passed"; exit 0; fi
     echo "== $scenario: $fails check(s) failed"; exit 1
 }
-# known ID DESCRIPTION COMMAND...: a check that fails today because of an
-# open bug in another module (listed in docs/RELIABILITY.md). A failure prints
-# XFAIL and counts only with L3_STRESS_STRICT=1; a pass prints a note that
-# the bug no longer reproduces.
-STRICT=${L3_STRESS_STRICT:-0}
-known() {
-    local id=$1 d=$2; shift 2
-    if "$@"; then pass "$d (known bug $id does not reproduce)"; return 0; fi
-    if [ "$STRICT" = 1 ]; then fail "$d (known bug $id)"; else echo "XFAIL $d (known bug $id, docs/RELIABILITY.md)"; fi
-    return 0
-}
 need_root() { [ "$(id -u)" = 0 ] || skip "needs root ($*)"; }
 
 # ---------------------------------------------------------------- daemons
@@ -394,7 +383,7 @@ sc_srcchange() {
     done
     "$TOOL" oracle "$W/src" "$W/oracle2" >/dev/null
     sleep "$(( to + 1 ))"
-    known K2 "same size + preserved mtime ($changed files): new content after the timeout" \
+    check "same size + preserved mtime ($changed files): new content after the timeout" \
         "$TOOL" verify "$W/mnt" "$W/oracle2" --label "after in-place rewrite"
     # size change, rename over with an old mtime, delete (other files: d00/img_0001*)
     cp "$W/alt/d00/img_00010.png" "$W/src/d00/img_00010.png"
