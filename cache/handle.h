@@ -87,7 +87,10 @@ struct l3cache {
 
 /* ---- io.c ---- */
 uint64_t l3cache_now_ms(void);
-int64_t l3cache_ts_ns(const struct timespec *ts);
+static inline int64_t l3cache_ts_ns(const struct timespec *ts)
+{
+    return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
 int l3cache_write_all(int fd, const void *buf, size_t len);
 /* Reads up to len bytes at off; returns bytes read or -errno. */
 ssize_t l3cache_pread_full(int fd, void *buf, size_t len, uint64_t off);

@@ -31,10 +31,15 @@ static uint64_t src_hash(const struct l3cache_source *s, uint64_t params_id)
     return XXH3_64bits(v, sizeof(v));
 }
 
-int l3cache_source_eq(const struct l3cache_source *a, const struct l3cache_source *b)
+static inline int source_eq(const struct l3cache_source *a, const struct l3cache_source *b)
 {
     return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
            a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
+}
+
+int l3cache_source_eq(const struct l3cache_source *a, const struct l3cache_source *b)
+{
+    return source_eq(a, b);
 }
 
 static struct slot *table_find(struct l3cache *c, const struct l3cache_source *s,
@@ -47,7 +52,7 @@ static struct slot *table_find(struct l3cache *c, const struct l3cache_source *s
         struct slot *sl = &c->slots[i];
         if (!sl->used)
             return NULL;
-        if (sl->e.params_id == params_id && l3cache_source_eq(&sl->e.src, s))
+        if (sl->e.params_id == params_id && source_eq(&sl->e.src, s))
             return sl;
     }
 }
@@ -80,7 +85,7 @@ static int table_put(struct l3cache *c, const struct l3cache_entry *e)
             c->nused++;
             return 0;
         }
-        if (sl->e.params_id == e->params_id && l3cache_source_eq(&sl->e.src, &e->src)) {
+        if (sl->e.params_id == e->params_id && source_eq(&sl->e.src, &e->src)) {
             sl->e = *e; /* the newest record wins */
             return 0;
         }

@@ -13,11 +13,6 @@ uint64_t l3cache_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-int64_t l3cache_ts_ns(const struct timespec *ts)
-{
-    return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
-}
-
 int l3cache_write_all(int fd, const void *buf, size_t len)
 {
     const uint8_t *p = buf;
