@@ -15,7 +15,7 @@ void l3fs_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 
 #define LOG_I(...) l3fs_log(L3FS_LOG_INFO, __VA_ARGS__)
 #define LOG_D(...) l3fs_log(L3FS_LOG_DEBUG, __VA_ARGS__)
 
-/* Runs the filesystem until unmount or a termination signal (fs/fsops.c).
+/* Runs the filesystem until unmount or a termination signal (fs/session.c).
  * ready_fd >= 0: write one byte 0 there once mounted (background start).
  * Returns the process exit status. */
 int l3fs_run(struct l3fs_options *opts, int ready_fd);
