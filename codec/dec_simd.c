@@ -1,32 +1,372 @@
-/* dec_simd.c — the SIMD lane decoder (see l3_internal.h). This build has none
- * yet: every plane goes through the reference decoder. */
+/* dec_simd.c — the SIMD lane decoder: up to 32 predicted plane streams (MED or
+ * GRAD, groups of 16 or 8, depth <= 8) of equal-size tiles decoded in
+ * lock-step, 8 streams per AVX2 vector, up to 4 vectors interleaved so that
+ * the bit-position chains of different vectors overlap.
+ *
+ * Every stream of one vector is at the same (x, y) at every step, so the
+ * group starts line up; per lane there is a bit position, the previous group
+ * symbol and its Rice parameter. A step gathers 32 bits at bitpos / 8 for each
+ * lane and shifts them by bitpos % 8: 25 valid bits, enough for one code of a
+ * depth <= 8 plane (at most 16 + 8 bits) or one group symbol (at most 8). The
+ * Rice prefix is the trailing-zero count, read from the exponent of the
+ * isolated lowest set bit converted to float. MED and GRAD share one formula:
+ * MED(a, b, c) = clamp(a + b - c, min(a, b), max(a, b)), and a GRAD lane
+ * clamps to [INT_MIN, INT_MAX] instead. Decoded rows are kept lane-major
+ * ([x][vector][lane], 32-bit), so the row above is one vector load; after each
+ * row, 8 x 8 blocks are transposed into the lanes' byte planes.
+ *
+ * The decoder is optimistic: a lane with any anomaly (a symbol out of range, a
+ * value that should have been escaped, a stream read past its end or not used
+ * to its last byte) is reported and redone by the reference decoder of
+ * l3_tile.h, which gives the status. A lane that reports no anomaly consumed
+ * only bits inside its stream, and every bit it looked at it consumed, so it
+ * decoded exactly what the reference decoder decodes. Gathers read at most 4
+ * bytes at stream + min(bitpos / 8, len), and l3_simd_lane_ok() admits only
+ * streams with 4 more bytes inside the buffer.
+ */
+#include <stdint.h>
+#include <string.h>
+
 #include "l3_internal.h"
 
-int l3_simd_available(void) { return 0; }
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(L3_NO_SIMD)
+#define HAVE_AVX2_KERNEL 1
+#include <immintrin.h>
+#endif
+
+#define ROWS 3 /* lane-major row buffers: zero row, two alternating rows */
+#define MAX_VEC (L3_SIMD_MAX_LANES / 8)
 
 uint32_t l3_simd_tiles_per_batch(uint32_t planes)
 {
-    (void)planes;
-    return 1;
+    /* 3 or 4 vectors of 8 lanes: planes * tiles <= 32 */
+    switch (planes) {
+    case 1: return 24;
+    case 2: return 16;
+    default: return 8;
+    }
 }
 
 size_t l3_simd_scratch_size(uint32_t tile_width)
 {
-    (void)tile_width;
-    return 0;
+    /* ROWS rows of tile_width x MAX_VEC vectors of 32 bytes, a dummy output row */
+    size_t s = (size_t)ROWS * tile_width * MAX_VEC * 32 + tile_width + 64;
+    return (s + 63) & ~(size_t)63;
 }
 
 int l3_simd_lane_ok(uint32_t mode, const uint8_t *stream, uint32_t len, const uint8_t *data,
                     size_t size)
 {
-    (void)mode, (void)stream, (void)len, (void)data, (void)size;
-    return 0;
+    uint32_t m = mode & ~L3_PLANE_SHORT;
+    if (m != L3_PLANE_MED && m != L3_PLANE_GRAD)
+        return 0;
+    size_t off = (size_t)(stream - data);
+    /* gathers take int32 offsets and read 4 bytes at up to stream + len */
+    return off + len + 4 <= size && off + len + 4 <= (size_t)INT32_MAX;
 }
+
+#ifdef HAVE_AVX2_KERNEL
+
+#define AVX2 __attribute__((target("avx2")))
+#define AVX2_INLINE static inline __attribute__((target("avx2"), always_inline))
+
+int l3_simd_available(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+}
+
+/* Per-vector state (8 lanes). */
+struct vec {
+    __m256i bp;     /* bits consumed, from the lane's stream start */
+    __m256i soff;   /* stream start, as an offset from data */
+    __m256i lenb;   /* stream length in bytes */
+    __m256i sym;    /* previous group symbol */
+    __m256i k;      /* Rice parameter of the current group (0 when sym = 0) */
+    __m256i kmask;  /* (1 << k) - 1 */
+    __m256i nz;     /* all ones where sym != 0 */
+    __m256i bad;    /* all ones where an anomaly was seen */
+    __m256i badv;   /* OR of every decoded value (>= 2^depth: anomaly) */
+    __m256i lo, hi; /* clamp selectors: MED lanes (INT_MAX, INT_MIN), GRAD lanes the reverse */
+    __m256i a, c;   /* left and up-left neighbours */
+    __m256i g8;     /* all ones on lanes with groups of 8 */
+    int has_med, has_g8;
+};
+
+/* 25 valid bits at each lane's bit position. */
+AVX2_INLINE __m256i window(const uint8_t *data, const struct vec *v)
+{
+    __m256i off = _mm256_min_epu32(_mm256_srli_epi32(v->bp, 3), v->lenb);
+    __m256i g = _mm256_i32gather_epi32((const int *)(const void *)data,
+                                       _mm256_add_epi32(off, v->soff), 1);
+    return _mm256_srlv_epi32(g, _mm256_and_si256(v->bp, _mm256_set1_epi32(7)));
+}
+
+/* Trailing zeros of x (x != 0, x < 2^24), from the float exponent of x & -x. */
+AVX2_INLINE __m256i ctz(__m256i x)
+{
+    __m256i lb = _mm256_and_si256(x, _mm256_sub_epi32(_mm256_setzero_si256(), x));
+    __m256i e = _mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(lb)), 23);
+    return _mm256_sub_epi32(e, _mm256_set1_epi32(127));
+}
+
+/* Group symbol on the lanes of `sm` (FORMAT.md 6.2). */
+AVX2_INLINE void symbol(const uint8_t *data, struct vec *v, __m256i sm, __m256i maxsym)
+{
+    const __m256i one = _mm256_set1_epi32(1);
+    __m256i w = window(data, v);
+    __m256i t = ctz(_mm256_or_si256(w, _mm256_set1_epi32(8)));
+    __m256i t1 = _mm256_cmpeq_epi32(t, one);
+    __m256i t2 = _mm256_cmpeq_epi32(t, _mm256_set1_epi32(2));
+    __m256i t3 = _mm256_cmpeq_epi32(t, _mm256_set1_epi32(3));
+    __m256i srel = _mm256_add_epi32(_mm256_sub_epi32(v->sym, t1), t2);
+    __m256i sabs = _mm256_and_si256(_mm256_srli_epi32(w, 3), _mm256_set1_epi32(31));
+    __m256i s = _mm256_blendv_epi8(srel, sabs, t3);
+    __m256i ln = _mm256_blendv_epi8(_mm256_add_epi32(t, one), _mm256_set1_epi32(8), t3);
+    s = _mm256_blendv_epi8(v->sym, s, sm);
+    v->bp = _mm256_add_epi32(v->bp, _mm256_and_si256(ln, sm));
+    /* s > maxsym, unsigned (prev - 1 below 0 wraps to a huge value) */
+    __m256i inrange = _mm256_cmpeq_epi32(_mm256_min_epu32(s, maxsym), s);
+    v->bad = _mm256_or_si256(v->bad, _mm256_andnot_si256(inrange, _mm256_set1_epi32(-1)));
+    v->sym = s;
+    __m256i z = _mm256_cmpeq_epi32(s, _mm256_setzero_si256());
+    v->nz = _mm256_andnot_si256(z, _mm256_set1_epi32(-1));
+    v->k = _mm256_max_epi32(_mm256_sub_epi32(s, one), _mm256_setzero_si256());
+    v->kmask = _mm256_sub_epi32(_mm256_sllv_epi32(one, v->k), one);
+}
+
+/* One sample of every lane: Rice code (with escape), residual, prediction. */
+AVX2_INLINE __m256i sample(const uint8_t *data, struct vec *v, __m256i b, __m256i dmask,
+                           __m256i esclen)
+{
+    const __m256i one = _mm256_set1_epi32(1);
+    __m256i w = window(data, v);
+    __m256i q = ctz(_mm256_or_si256(w, _mm256_set1_epi32(1 << L3_ESCAPE)));
+    __m256i esc = _mm256_cmpeq_epi32(q, _mm256_set1_epi32(L3_ESCAPE));
+    __m256i q1 = _mm256_add_epi32(q, one);
+    __m256i low = _mm256_and_si256(_mm256_srlv_epi32(w, q1), v->kmask);
+    __m256i val = _mm256_or_si256(_mm256_sllv_epi32(q, v->k), low);
+    __m256i ev = _mm256_and_si256(_mm256_srli_epi32(w, L3_ESCAPE), dmask);
+    val = _mm256_and_si256(_mm256_blendv_epi8(val, ev, esc), v->nz);
+    __m256i ln = _mm256_blendv_epi8(_mm256_add_epi32(q1, v->k), esclen, esc);
+    v->bp = _mm256_add_epi32(v->bp, _mm256_and_si256(ln, v->nz));
+    v->badv = _mm256_or_si256(v->badv, val);
+    __m256i r = _mm256_xor_si256(_mm256_srli_epi32(val, 1),
+                                 _mm256_sub_epi32(_mm256_setzero_si256(),
+                                                  _mm256_and_si256(val, one)));
+    __m256i g = _mm256_sub_epi32(_mm256_add_epi32(v->a, b), v->c);
+    if (v->has_med) {
+        __m256i lo = _mm256_min_epi32(_mm256_min_epi32(v->a, b), v->lo);
+        __m256i hi = _mm256_max_epi32(_mm256_max_epi32(v->a, b), v->hi);
+        g = _mm256_min_epi32(_mm256_max_epi32(g, lo), hi);
+    }
+    v->a = _mm256_and_si256(_mm256_add_epi32(g, r), dmask);
+    v->c = b;
+    return v->a;
+}
+
+/* Row y of every lane of vector `vi` from the lane-major row into the byte
+ * planes. */
+AVX2_INLINE void transpose_row(const __m256i *row, unsigned nv, unsigned vi, uint32_t w,
+                               uint8_t *const out[8], const size_t ostride[8], uint32_t y)
+{
+    const __m256i T = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
+                                       0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    uint8_t *o[8];
+    for (unsigned l = 0; l < 8; l++)
+        o[l] = out[l] + ostride[l] * y;
+    uint32_t x = 0;
+    for (; x + 8 <= w; x += 8) {
+        const __m256i *r = row + (size_t)x * nv + vi;
+        __m256i p0 = _mm256_packus_epi32(_mm256_load_si256(r), _mm256_load_si256(r + nv));
+        __m256i p1 = _mm256_packus_epi32(_mm256_load_si256(r + 2 * nv),
+                                         _mm256_load_si256(r + 3 * nv));
+        __m256i p2 = _mm256_packus_epi32(_mm256_load_si256(r + 4 * nv),
+                                         _mm256_load_si256(r + 5 * nv));
+        __m256i p3 = _mm256_packus_epi32(_mm256_load_si256(r + 6 * nv),
+                                         _mm256_load_si256(r + 7 * nv));
+        __m256i b0 = _mm256_shuffle_epi8(_mm256_packus_epi16(p0, p1), T);
+        __m256i b1 = _mm256_shuffle_epi8(_mm256_packus_epi16(p2, p3), T);
+        __m256i u0 = _mm256_unpacklo_epi32(b0, b1); /* lanes 0, 1 | 4, 5 */
+        __m256i u1 = _mm256_unpackhi_epi32(b0, b1); /* lanes 2, 3 | 6, 7 */
+        __m128i u0l = _mm256_castsi256_si128(u0), u0h = _mm256_extracti128_si256(u0, 1);
+        __m128i u1l = _mm256_castsi256_si128(u1), u1h = _mm256_extracti128_si256(u1, 1);
+        _mm_storel_epi64((__m128i *)(void *)(o[0] + x), u0l);
+        _mm_storeh_pd((double *)(void *)(o[1] + x), _mm_castsi128_pd(u0l));
+        _mm_storel_epi64((__m128i *)(void *)(o[2] + x), u1l);
+        _mm_storeh_pd((double *)(void *)(o[3] + x), _mm_castsi128_pd(u1l));
+        _mm_storel_epi64((__m128i *)(void *)(o[4] + x), u0h);
+        _mm_storeh_pd((double *)(void *)(o[5] + x), _mm_castsi128_pd(u0h));
+        _mm_storel_epi64((__m128i *)(void *)(o[6] + x), u1h);
+        _mm_storeh_pd((double *)(void *)(o[7] + x), _mm_castsi128_pd(u1h));
+    }
+    for (; x < w; x++) {
+        uint32_t s[8];
+        memcpy(s, row + (size_t)x * nv + vi, sizeof s);
+        for (unsigned l = 0; l < 8; l++)
+            o[l][x] = (uint8_t)s[l];
+    }
+}
+
+/* The lock-step decode of nv vectors (nv is a constant in each instance). */
+AVX2_INLINE void run(struct vec *v, const unsigned nv, const uint8_t *data, uint32_t w,
+                     uint32_t h, unsigned depth, __m256i *rows, uint8_t *const out[][8],
+                     const size_t ostride[][8])
+{
+    const __m256i dmask = _mm256_set1_epi32((1 << depth) - 1);
+    const __m256i esclen = _mm256_set1_epi32(L3_ESCAPE + depth);
+    const __m256i maxsym = _mm256_set1_epi32(depth + 1);
+    const __m256i all = _mm256_set1_epi32(-1);
+    const size_t rs = (size_t)w * nv; /* vectors per row */
+    __m256i *zero = rows;
+    for (size_t i = 0; i < rs; i++)
+        zero[i] = _mm256_setzero_si256();
+    for (uint32_t y = 0; y < h; y++) {
+        const __m256i *up = y ? rows + rs * (1 + ((y - 1) & 1)) : zero;
+        __m256i *cur = rows + rs * (1 + (y & 1));
+        for (unsigned i = 0; i < nv; i++)
+            v[i].a = v[i].c = up[i];
+        for (uint32_t x0 = 0; x0 < w; x0 += L3_GROUP_SHORT) {
+            const int full = (x0 % L3_GROUP) == 0;
+            for (unsigned i = 0; i < nv; i++)
+                if (full || v[i].has_g8)
+                    symbol(data, &v[i], full ? all : v[i].g8, maxsym);
+            const uint32_t n = w - x0 < L3_GROUP_SHORT ? w - x0 : L3_GROUP_SHORT;
+            const __m256i *u = up + (size_t)x0 * nv;
+            __m256i *o = cur + (size_t)x0 * nv;
+            if (n == L3_GROUP_SHORT) {
+#if defined(__clang__)
+#pragma clang loop unroll(full)
+#else
+#pragma GCC unroll 8
+#endif
+                for (uint32_t j = 0; j < L3_GROUP_SHORT; j++)
+                    for (unsigned i = 0; i < nv; i++)
+                        _mm256_store_si256(o + j * nv + i,
+                                           sample(data, &v[i], _mm256_load_si256(u + j * nv + i),
+                                                  dmask, esclen));
+            } else {
+                for (uint32_t j = 0; j < n; j++)
+                    for (unsigned i = 0; i < nv; i++)
+                        _mm256_store_si256(o + j * nv + i,
+                                           sample(data, &v[i], _mm256_load_si256(u + j * nv + i),
+                                                  dmask, esclen));
+            }
+        }
+        for (unsigned i = 0; i < nv; i++)
+            transpose_row(cur, nv, i, w, out[i], ostride[i], y);
+    }
+}
+
+AVX2 static void run1(struct vec *v, const uint8_t *data, uint32_t w, uint32_t h,
+                      unsigned depth, __m256i *rows, uint8_t *const out[][8],
+                      const size_t ostride[][8])
+{
+    run(v, 1, data, w, h, depth, rows, out, ostride);
+}
+AVX2 static void run2(struct vec *v, const uint8_t *data, uint32_t w, uint32_t h,
+                      unsigned depth, __m256i *rows, uint8_t *const out[][8],
+                      const size_t ostride[][8])
+{
+    run(v, 2, data, w, h, depth, rows, out, ostride);
+}
+AVX2 static void run3(struct vec *v, const uint8_t *data, uint32_t w, uint32_t h,
+                      unsigned depth, __m256i *rows, uint8_t *const out[][8],
+                      const size_t ostride[][8])
+{
+    run(v, 3, data, w, h, depth, rows, out, ostride);
+}
+AVX2 static void run4(struct vec *v, const uint8_t *data, uint32_t w, uint32_t h,
+                      unsigned depth, __m256i *rows, uint8_t *const out[][8],
+                      const size_t ostride[][8])
+{
+    run(v, 4, data, w, h, depth, rows, out, ostride);
+}
+
+AVX2 void l3_simd_decode_planes(const struct l3_simd_lane *lanes, unsigned n,
+                                const uint8_t *data, uint32_t w, uint32_t h, unsigned depth,
+                                void *scratch, uint32_t ok[L3_SIMD_MAX_LANES / 32])
+{
+    for (unsigned i = 0; i < L3_SIMD_MAX_LANES / 32; i++)
+        ok[i] = 0;
+    if (n == 0 || n > L3_SIMD_MAX_LANES || depth < 1 || depth > 8)
+        return;
+    const unsigned nv = (n + 7) / 8;
+    __m256i *rows = scratch;
+    uint8_t *dummy = (uint8_t *)scratch + (size_t)ROWS * w * MAX_VEC * 32;
+    struct vec v[MAX_VEC];
+    uint8_t *out[MAX_VEC][8];
+    size_t ostride[MAX_VEC][8];
+    for (unsigned i = 0; i < nv; i++) {
+        int32_t soff[8], lenb[8], lo[8], hi[8], g8[8];
+        int has_med = 0, has_g8 = 0;
+        for (unsigned l = 0; l < 8; l++) {
+            unsigned li = i * 8 + l;
+            if (li < n) {
+                const struct l3_simd_lane *ln = &lanes[li];
+                soff[l] = (int32_t)(ln->stream - data);
+                lenb[l] = (int32_t)ln->len;
+                int med = L3_PLANE_KIND(ln->mode) == L3_PLANE_MED;
+                lo[l] = med ? INT32_MAX : INT32_MIN;
+                hi[l] = med ? INT32_MIN : INT32_MAX;
+                g8[l] = (ln->mode & L3_PLANE_SHORT) ? -1 : 0;
+                has_med |= med;
+                has_g8 |= g8[l] != 0;
+                out[i][l] = ln->out;
+                ostride[i][l] = w;
+            } else { /* padding lane: decodes the file's first bytes, output dropped */
+                soff[l] = lenb[l] = 0;
+                lo[l] = INT32_MIN;
+                hi[l] = INT32_MAX;
+                g8[l] = 0;
+                out[i][l] = dummy;
+                ostride[i][l] = 0;
+            }
+        }
+        memset(&v[i], 0, sizeof v[i]);
+        v[i].soff = _mm256_loadu_si256((const __m256i *)(const void *)soff);
+        v[i].lenb = _mm256_loadu_si256((const __m256i *)(const void *)lenb);
+        v[i].lo = _mm256_loadu_si256((const __m256i *)(const void *)lo);
+        v[i].hi = _mm256_loadu_si256((const __m256i *)(const void *)hi);
+        v[i].g8 = _mm256_loadu_si256((const __m256i *)(const void *)g8);
+        v[i].bp = v[i].sym = v[i].k = v[i].kmask = v[i].nz = _mm256_setzero_si256();
+        v[i].bad = v[i].badv = _mm256_setzero_si256();
+        v[i].has_med = has_med;
+        v[i].has_g8 = has_g8;
+    }
+    switch (nv) {
+    case 1: run1(v, data, w, h, depth, rows, out, ostride); break;
+    case 2: run2(v, data, w, h, depth, rows, out, ostride); break;
+    case 3: run3(v, data, w, h, depth, rows, out, ostride); break;
+    default: run4(v, data, w, h, depth, rows, out, ostride); break;
+    }
+    for (unsigned i = 0; i < nv; i++) {
+        /* ok: no anomaly, no value >= 2^depth, ceil(bits / 8) == length */
+        __m256i endb = _mm256_srli_epi32(_mm256_add_epi32(v[i].bp, _mm256_set1_epi32(7)), 3);
+        __m256i good = _mm256_cmpeq_epi32(endb, v[i].lenb);
+        good = _mm256_andnot_si256(v[i].bad, good);
+        __m256i over = _mm256_srli_epi32(v[i].badv, depth);
+        good = _mm256_and_si256(good, _mm256_cmpeq_epi32(over, _mm256_setzero_si256()));
+        unsigned m = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(good));
+        for (unsigned l = 0; l < 8; l++) {
+            unsigned li = i * 8 + l;
+            if (li < n && (m >> l & 1))
+                ok[li / 32] |= 1u << (li % 32);
+        }
+    }
+}
+
+#else /* no SIMD kernel in this build */
+
+int l3_simd_available(void) { return 0; }
 
 void l3_simd_decode_planes(const struct l3_simd_lane *lanes, unsigned n, const uint8_t *data,
                            uint32_t w, uint32_t h, unsigned depth, void *scratch,
                            uint32_t ok[L3_SIMD_MAX_LANES / 32])
 {
     (void)lanes, (void)n, (void)data, (void)w, (void)h, (void)depth, (void)scratch;
-    ok[0] = 0;
+    for (unsigned i = 0; i < L3_SIMD_MAX_LANES / 32; i++)
+        ok[i] = 0;
 }
+
+#endif
