@@ -209,10 +209,14 @@ AVX2_INLINE void transpose_row(const __m256i *row, unsigned nv, unsigned vi, uin
 }
 
 /* The lock-step decode of nv vectors (nv is a constant in each instance). */
-AVX2_INLINE void run(struct vec *v, const unsigned nv, const uint8_t *data, uint32_t w,
+AVX2_INLINE void run(struct vec *vs, const unsigned nv, const uint8_t *data, uint32_t w,
                      uint32_t h, unsigned depth, __m256i *rows, uint8_t *const out[][8],
                      const size_t ostride[][8])
 {
+    /* a local copy, so that the compiler keeps the state in registers */
+    struct vec v[MAX_VEC];
+    for (unsigned i = 0; i < nv; i++)
+        v[i] = vs[i];
     const __m256i dmask = _mm256_set1_epi32((1 << depth) - 1);
     const __m256i esclen = _mm256_set1_epi32(L3_ESCAPE + depth);
     const __m256i maxsym = _mm256_set1_epi32(depth + 1);
@@ -256,36 +260,36 @@ AVX2_INLINE void run(struct vec *v, const unsigned nv, const uint8_t *data, uint
         for (unsigned i = 0; i < nv; i++)
             transpose_row(cur, nv, i, w, out[i], ostride[i], y);
     }
+    for (unsigned i = 0; i < nv; i++)
+        vs[i] = v[i];
 }
 
-AVX2 static void run1(struct vec *v, const uint8_t *data, uint32_t w, uint32_t h,
-                      unsigned depth, __m256i *rows, uint8_t *const out[][8],
-                      const size_t ostride[][8])
-{
-    run(v, 1, data, w, h, depth, rows, out, ostride);
-}
-AVX2 static void run2(struct vec *v, const uint8_t *data, uint32_t w, uint32_t h,
-                      unsigned depth, __m256i *rows, uint8_t *const out[][8],
-                      const size_t ostride[][8])
-{
-    run(v, 2, data, w, h, depth, rows, out, ostride);
-}
-AVX2 static void run3(struct vec *v, const uint8_t *data, uint32_t w, uint32_t h,
-                      unsigned depth, __m256i *rows, uint8_t *const out[][8],
-                      const size_t ostride[][8])
-{
-    run(v, 3, data, w, h, depth, rows, out, ostride);
-}
-AVX2 static void run4(struct vec *v, const uint8_t *data, uint32_t w, uint32_t h,
-                      unsigned depth, __m256i *rows, uint8_t *const out[][8],
-                      const size_t ostride[][8])
-{
-    run(v, 4, data, w, h, depth, rows, out, ostride);
-}
+/* One instance per vector count; compiled for AVX2 and again for AVX-512VL,
+ * whose 32 vector registers hold the state of 3-4 vectors without spills
+ * (same instructions otherwise, same results). */
+#define AVX512 __attribute__((target("avx2,avx512f,avx512vl,avx512bw")))
+#define RUN_INSTANCE(name, TGT, NV)                                                        \
+    TGT static void name(struct vec *v, const uint8_t *data, uint32_t w, uint32_t h,      \
+                         unsigned depth, __m256i *rows, uint8_t *const out[][8],          \
+                         const size_t ostride[][8])                                        \
+    {                                                                                      \
+        run(v, NV, data, w, h, depth, rows, out, ostride);                                 \
+    }
+RUN_INSTANCE(run1_avx2, AVX2, 1)
+RUN_INSTANCE(run2_avx2, AVX2, 2)
+RUN_INSTANCE(run3_avx2, AVX2, 3)
+RUN_INSTANCE(run4_avx2, AVX2, 4)
+RUN_INSTANCE(run1_avx512, AVX512, 1)
+RUN_INSTANCE(run2_avx512, AVX512, 2)
+RUN_INSTANCE(run3_avx512, AVX512, 3)
+RUN_INSTANCE(run4_avx512, AVX512, 4)
+
+typedef void (*run_fn)(struct vec *, const uint8_t *, uint32_t, uint32_t, unsigned, __m256i *,
+                       uint8_t *const[][8], const size_t[][8]);
 
 AVX2 void l3_simd_decode_planes(const struct l3_simd_lane *lanes, unsigned n,
                                 const uint8_t *data, uint32_t w, uint32_t h, unsigned depth,
-                                void *scratch, uint32_t ok[L3_SIMD_MAX_LANES / 32])
+                                void *scratch, int avx512, uint32_t ok[L3_SIMD_MAX_LANES / 32])
 {
     for (unsigned i = 0; i < L3_SIMD_MAX_LANES / 32; i++)
         ok[i] = 0;
@@ -334,12 +338,11 @@ AVX2 void l3_simd_decode_planes(const struct l3_simd_lane *lanes, unsigned n,
         v[i].has_med = has_med;
         v[i].has_g8 = has_g8;
     }
-    switch (nv) {
-    case 1: run1(v, data, w, h, depth, rows, out, ostride); break;
-    case 2: run2(v, data, w, h, depth, rows, out, ostride); break;
-    case 3: run3(v, data, w, h, depth, rows, out, ostride); break;
-    default: run4(v, data, w, h, depth, rows, out, ostride); break;
-    }
+    static const run_fn fns[2][MAX_VEC] = {
+        {run1_avx2, run2_avx2, run3_avx2, run4_avx2},
+        {run1_avx512, run2_avx512, run3_avx512, run4_avx512}};
+    int wide = avx512 && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+    fns[wide][nv - 1](v, data, w, h, depth, rows, out, ostride);
     for (unsigned i = 0; i < nv; i++) {
         /* ok: no anomaly, no value >= 2^depth, ceil(bits / 8) == length */
         __m256i endb = _mm256_srli_epi32(_mm256_add_epi32(v[i].bp, _mm256_set1_epi32(7)), 3);
@@ -361,10 +364,10 @@ AVX2 void l3_simd_decode_planes(const struct l3_simd_lane *lanes, unsigned n,
 int l3_simd_available(void) { return 0; }
 
 void l3_simd_decode_planes(const struct l3_simd_lane *lanes, unsigned n, const uint8_t *data,
-                           uint32_t w, uint32_t h, unsigned depth, void *scratch,
+                           uint32_t w, uint32_t h, unsigned depth, void *scratch, int avx512,
                            uint32_t ok[L3_SIMD_MAX_LANES / 32])
 {
-    (void)lanes, (void)n, (void)data, (void)w, (void)h, (void)depth, (void)scratch;
+    (void)lanes, (void)n, (void)data, (void)w, (void)h, (void)depth, (void)scratch, (void)avx512;
     for (unsigned i = 0; i < L3_SIMD_MAX_LANES / 32; i++)
         ok[i] = 0;
 }

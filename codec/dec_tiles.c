@@ -30,6 +30,7 @@ struct dec_tiles {
     uint32_t tiles_x, tiles_y;
     uint64_t nbatch[4];    /* batches per class: full, right column, bottom row, corner */
     int simd;              /* the SIMD lane decoder may be used */
+    int avx512;            /* ... in its AVX-512 build */
     l3_tile_sink sink;
     void *arg;
     uint8_t *scratch;      /* per worker: scratch_per bytes */
@@ -172,7 +173,7 @@ static int decode_batch(void *arg, unsigned worker, uint64_t b)
             }
         if (nl) {
             uint32_t ok[L3_SIMD_MAX_LANES / 32];
-            l3_simd_decode_planes(lanes, nl, d->data, w, h, d->depth, simd_scr, ok);
+            l3_simd_decode_planes(lanes, nl, d->data, w, h, d->depth, simd_scr, d->avx512, ok);
             for (unsigned l = 0; l < nl; l++)
                 if (ok[l / 32] >> (l % 32) & 1)
                     done[lanes[l].tag / 4] |= 1u << (lanes[l].tag % 4);
@@ -187,6 +188,16 @@ static int decode_batch(void *arg, unsigned worker, uint64_t b)
         for (uint32_t p = 0; p < P; p++) {
             if (done[i] >> p & 1) {
                 pl[p] = u8 + ((size_t)i * P + p) * ps;
+                continue;
+            }
+            if (d->depth <= 8 && th[i].mode[p] == L3_PLANE_CONST) {
+                /* the reference routine's checks, without the uint16 plane */
+                const uint8_t *s = tdata[i] + th[i].off[p];
+                if (th[i].len[p] != 1 || s[0] >> d->depth)
+                    return L3_ERR_CORRUPT;
+                uint8_t *o = u8 + ((size_t)i * P + p) * ps;
+                memset(o, s[0], ps);
+                pl[p] = o;
                 continue;
             }
             uint16_t *dst = u16 + (size_t)p * ps;
@@ -229,6 +240,7 @@ int l3_dec_tiles(const uint8_t *data, size_t size, const struct l3_hdr *hdr, uin
     d.planes = hdr->layout.planes;
     d.area = info->tile_width * info->tile_height;
     d.simd = !(flags & L3_DECODE_SCALAR) && d.depth <= 8 && l3_simd_available();
+    d.avx512 = !(flags & L3_DECODE_NO_AVX512);
     d.per_batch = d.simd ? l3_simd_tiles_per_batch(d.planes) : 1;
     d.sink = sink;
     d.arg = arg;

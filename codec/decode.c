@@ -7,78 +7,13 @@
 
 #include "l3_internal.h"
 
-/* The sink of l3_decode: writes a decoded tile into the interleaved image. */
-struct store {
-    uint8_t *out;
-    size_t stride;
-};
-
-static void store8(const struct l3_tile_out *t, uint8_t *o, size_t stride)
-{
-    const unsigned P = t->channels;
-    for (uint32_t y = 0; y < t->h; y++, o += stride) {
-        const uint8_t *s[4];
-        for (unsigned p = 0; p < P; p++)
-            s[p] = (const uint8_t *)t->plane[p] + (size_t)y * t->stride;
-        switch (P) {
-        case 1: memcpy(o, s[0], t->w); break;
-        case 2:
-            for (uint32_t x = 0; x < t->w; x++) {
-                o[2 * x] = s[0][x];
-                o[2 * x + 1] = s[1][x];
-            }
-            break;
-        case 3:
-            for (uint32_t x = 0; x < t->w; x++) {
-                o[3 * x] = s[0][x];
-                o[3 * x + 1] = s[1][x];
-                o[3 * x + 2] = s[2][x];
-            }
-            break;
-        default:
-            for (uint32_t x = 0; x < t->w; x++) {
-                o[4 * x] = s[0][x];
-                o[4 * x + 1] = s[1][x];
-                o[4 * x + 2] = s[2][x];
-                o[4 * x + 3] = s[3][x];
-            }
-            break;
-        }
-    }
-}
-
-static void store16(const struct l3_tile_out *t, uint8_t *o, size_t stride)
-{
-    const unsigned P = t->channels;
-    for (uint32_t y = 0; y < t->h; y++, o += stride) {
-        uint16_t *r = (uint16_t *)(void *)o;
-        for (unsigned p = 0; p < P; p++) {
-            const uint16_t *s = (const uint16_t *)t->plane[p] + (size_t)y * t->stride;
-            for (uint32_t x = 0; x < t->w; x++)
-                r[P * x + p] = s[x];
-        }
-    }
-}
-
-static int store_tile(void *arg, unsigned worker, const struct l3_tile_out *t)
-{
-    (void)worker;
-    const struct store *s = arg;
-    size_t sb = t->bit_depth > 8 ? 2 : 1;
-    uint8_t *o = s->out + (size_t)t->y0 * s->stride + (size_t)t->x0 * t->channels * sb;
-    if (sb == 1)
-        store8(t, o, s->stride);
-    else
-        store16(t, o, s->stride);
-    return L3_OK;
-}
-
 /* Shared by decode and verify. out == NULL: check framing only. */
 static int run(const uint8_t *data, size_t size, const struct l3_hdr *hdr, uint32_t flags,
                uint8_t *out, size_t stride, unsigned threads, size_t mem_left)
 {
-    struct store s = {out, stride};
-    return l3_dec_tiles(data, size, hdr, flags, threads, mem_left, out ? store_tile : NULL, &s);
+    struct l3_store s = {out, stride};
+    return l3_dec_tiles(data, size, hdr, flags, threads, mem_left, out ? l3_store_tile : NULL,
+                        &s);
 }
 
 /* Header + whole-file checks common to decode and verify. */
@@ -123,7 +58,7 @@ int l3_verify(const void *data, size_t size)
 static int prepare(const void *data, size_t size, const struct l3_decode_options *opts,
                    struct l3_hdr *hdr, size_t *max_memory)
 {
-    if (opts && (opts->flags & ~(L3_DECODE_VERIFY | L3_DECODE_SCALAR)))
+    if (opts && (opts->flags & ~(L3_DECODE_VERIFY | L3_DECODE_SCALAR | L3_DECODE_NO_AVX512)))
         return L3_ERR_INVALID_ARG;
     int st = open_file(data, size, hdr);
     if (st)

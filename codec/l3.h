@@ -119,6 +119,8 @@ struct l3_limits {
 #define L3_DECODE_SCALAR 0x2u /* use only the portable reference decoder (codec/l3_tile.h),
                                  not the SIMD one: same statuses and pixels, slower; for
                                  tests and comparisons */
+#define L3_DECODE_NO_AVX512 0x4u /* x86-64: the SIMD decoder's AVX2 build even where
+                                    AVX-512 exists (same output; for tests) */
 
 struct l3_decode_options {
     uint32_t flags;          /* L3_DECODE_* */

@@ -88,9 +88,17 @@ int l3_parallel_tiles(uint64_t tiles, unsigned threads, l3_tile_fn fn, void *arg
 
 /* ---- tile decoding (dec_tiles.c): every tile of a validated file (hdr, parsed
  * from data[0..size)) decoded and handed to sink (NULL: decode and check only).
- * flags: L3_DECODE_SCALAR or 0. mem_left: bytes of scratch allowed. ---- */
+ * flags: L3_DECODE_SCALAR, L3_DECODE_NO_AVX512 or 0. mem_left: bytes of scratch allowed. ---- */
 int l3_dec_tiles(const uint8_t *data, size_t size, const struct l3_hdr *hdr, uint32_t flags,
                  unsigned threads, size_t mem_left, l3_tile_sink sink, void *arg);
+
+/* ---- l3_decode's sink (dec_store.c): a decoded tile into the interleaved
+ * image at out, rows stride bytes apart. ---- */
+struct l3_store {
+    uint8_t *out;
+    size_t stride;
+};
+int l3_store_tile(void *arg, unsigned worker, const struct l3_tile_out *tile);
 
 /* ---- SIMD lane decoder (dec_simd.c): up to L3_SIMD_MAX_LANES predicted plane
  * streams of the same tile size decoded in lock-step, 8 per vector. ---- */
@@ -118,9 +126,10 @@ int l3_simd_lane_ok(uint32_t mode, const uint8_t *stream, uint32_t len, const ui
  * l3_simd_lane_ok). Sets bit l of ok[] when lane l decoded with no anomaly (its
  * output then equals the reference decoder's); any other lane must be decoded
  * again by l3_tile_plane_decode(), which gives its status. scratch: 64-byte
- * aligned, l3_simd_scratch_size(w) bytes. */
+ * aligned, l3_simd_scratch_size(w) bytes. avx512: the AVX-512VL build may be used
+ * where the CPU has it. */
 void l3_simd_decode_planes(const struct l3_simd_lane *lanes, unsigned n, const uint8_t *data,
-                           uint32_t w, uint32_t h, unsigned depth, void *scratch,
+                           uint32_t w, uint32_t h, unsigned depth, void *scratch, int avx512,
                            uint32_t ok[L3_SIMD_MAX_LANES / 32]);
 
 /* ---- streaming encoder (encode.c): l3_encode in three steps, so that tiles
