@@ -18,7 +18,7 @@ secs=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
 corpus_cache=${L3_CORPUS:-/var/cache/l3fs-corpus}
 work=$build/fuzz-work
-for h in fuzz_l3_decode fuzz_png make_seeds; do
+for h in fuzz_l3_decode fuzz_l3_simd fuzz_png make_seeds; do
   [ -x "$build/fuzz/$h" ] || { echo "run-fuzz: $build/fuzz/$h missing (configure with -Dfuzz=true)" >&2; exit 1; }
 done
 rm -rf "$work/seeds"
@@ -47,5 +47,6 @@ run() { # harness corpus-name
   fi
 }
 run fuzz_l3_decode l3
+run fuzz_l3_simd l3   # SIMD vs reference decoder: same status, same samples
 run fuzz_png png
 exit $status
