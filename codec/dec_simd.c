@@ -165,6 +165,11 @@ AVX2_INLINE __m256i sample(const uint8_t *data, struct vec *v, __m256i b, __m256
     return v->a;
 }
 
+AVX2_INLINE void put8(uint8_t *p, long long v)
+{
+    memcpy(p, &v, 8);
+}
+
 /* Row y of every lane of vector `vi` from the lane-major row into the byte
  * planes. */
 AVX2_INLINE void transpose_row(const __m256i *row, unsigned nv, unsigned vi, uint32_t w,
@@ -191,14 +196,14 @@ AVX2_INLINE void transpose_row(const __m256i *row, unsigned nv, unsigned vi, uin
         __m256i u1 = _mm256_unpackhi_epi32(b0, b1); /* lanes 2, 3 | 6, 7 */
         __m128i u0l = _mm256_castsi256_si128(u0), u0h = _mm256_extracti128_si256(u0, 1);
         __m128i u1l = _mm256_castsi256_si128(u1), u1h = _mm256_extracti128_si256(u1, 1);
-        _mm_storel_epi64((__m128i *)(void *)(o[0] + x), u0l);
-        _mm_storeh_pd((double *)(void *)(o[1] + x), _mm_castsi128_pd(u0l));
-        _mm_storel_epi64((__m128i *)(void *)(o[2] + x), u1l);
-        _mm_storeh_pd((double *)(void *)(o[3] + x), _mm_castsi128_pd(u1l));
-        _mm_storel_epi64((__m128i *)(void *)(o[4] + x), u0h);
-        _mm_storeh_pd((double *)(void *)(o[5] + x), _mm_castsi128_pd(u0h));
-        _mm_storel_epi64((__m128i *)(void *)(o[6] + x), u1h);
-        _mm_storeh_pd((double *)(void *)(o[7] + x), _mm_castsi128_pd(u1h));
+        put8(o[0] + x, _mm_cvtsi128_si64(u0l));
+        put8(o[1] + x, _mm_extract_epi64(u0l, 1));
+        put8(o[2] + x, _mm_cvtsi128_si64(u1l));
+        put8(o[3] + x, _mm_extract_epi64(u1l, 1));
+        put8(o[4] + x, _mm_cvtsi128_si64(u0h));
+        put8(o[5] + x, _mm_extract_epi64(u0h, 1));
+        put8(o[6] + x, _mm_cvtsi128_si64(u1h));
+        put8(o[7] + x, _mm_extract_epi64(u1h, 1));
     }
     for (; x < w; x++) {
         uint32_t s[8];
