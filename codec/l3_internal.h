@@ -11,7 +11,11 @@
 /* Hot encoder loops are compiled twice, for AVX2 and for the baseline, and
  * the dynamic loader picks one for the CPU (GNU ifunc; x86-64 ELF only).
  * Integer code only: both give the same bytes. */
-#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(L3_NO_CLONES)
+/* Not under clang (the fuzz build): clang names a cloned function's dispatcher
+ * after the attribute, so calls from other files, which see a plain
+ * declaration, do not link. */
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(L3_NO_CLONES)
 #define L3_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define L3_CLONES
