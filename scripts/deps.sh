@@ -3,10 +3,12 @@
 # (a second run does no apt work). Run as root on Debian 12.
 set -euo pipefail
 pkgs=(
-  build-essential pkg-config meson ninja-build
+  build-essential pkg-config meson ninja-build   # g++ too: the C++17 consumer of tests/install
   libpng-dev libxxhash-dev libfuse3-dev fuse3 libcriterion-dev
   python3 python3-dev python3-numpy python3-pil
   python3-torch                     # PyTorch loader example and its test (CPU)
+  python3-torchvision               # the Pillow plugin under an unchanged ImageFolder (tests/python)
+  python3-mesonpy python3-pip python3-venv  # pip install . of the Python package (tests/python/test_installed.sh)
   clang libclang-rt-dev            # fuzzers (libFuzzer) and sanitizer runtimes
   rsync gnuplot-nox                 # filesystem tests; benchmark chart
 )

@@ -171,3 +171,25 @@ int l3py_parse_channels(PyObject *obj, int *channels)
     *channels = (int)c;
     return 0;
 }
+
+int l3py_parse_format(const char *layout, PyObject *channels_obj, PyObject *mean_obj,
+                      PyObject *std_obj, PyObject *scale_obj, struct l3gpu_format *fmt)
+{
+    if (l3py_parse_layout(layout, &fmt->layout) || l3py_parse_channels(channels_obj, &fmt->channels))
+        return -1;
+    int norm = 0;
+    if (l3py_parse_floats(mean_obj, "mean", fmt->mean, &norm) ||
+        l3py_parse_floats(std_obj, "std", fmt->std, &norm) ||
+        l3py_parse_floats(scale_obj, "scale", fmt->scale, &norm))
+        return -1;
+    fmt->normalize = norm;
+    if (norm && fmt->dtype != L3GPU_F32 && fmt->dtype != L3GPU_F16) {
+        PyErr_SetString(PyExc_ValueError, "mean/std/scale need dtype float32 or float16");
+        return -1;
+    }
+    if (l3gpu_format_check(fmt)) {
+        PyErr_SetString(PyExc_ValueError, "bad mean/std/scale (std must be non-zero, finite)");
+        return -1;
+    }
+    return 0;
+}

@@ -1,7 +1,7 @@
 /* batch.c — the l3.Batch object: one contiguous tensor (host or device
  * memory) with per-image statuses, its numpy and CUDA array interfaces, and
- * its repr. DLPack export is in dlpack.c, the decoders that fill it in
- * decode_batch.c and cuda.c. */
+ * its repr. DLPack export is in dlpack.c, the buffer protocol and pickling
+ * in share.c, the decoders that fill it in decode_batch.c and cuda.c. */
 #include "l3py.h"
 
 #include <stdlib.h>
@@ -23,6 +23,13 @@ BatchObject *l3py_batch_new(int device, int dtype, Py_ssize_t n, const uint32_t 
     b->nbytes = nbytes;
     b->shape[0] = n;
     for (int k = 0; k < 3; k++) b->shape[k + 1] = shape[k];
+    /* the buffer protocol's view of the same: compact row-major */
+    Py_ssize_t stride = (Py_ssize_t)l3gpu_dtype_size(dtype);
+    for (int k = 3; k >= 0; k--) {
+        b->py_shape[k] = (Py_ssize_t)b->shape[k];
+        b->py_strides[k] = stride;
+        stride *= (Py_ssize_t)b->shape[k];
+    }
     return b;
 }
 
@@ -239,22 +246,41 @@ static PyObject *Batch_repr(BatchObject *self)
 
 static PyMethodDef Batch_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))l3py_batch_dlpack, METH_VARARGS | METH_KEYWORDS,
-     "DLPack capsule of the batch tensor (zero copy)."},
+     "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
+     "A DLPack capsule of the batch tensor (zero copy; the capsule keeps the batch\n"
+     "alive). The batch is complete when it exists, so `stream` needs no wait.\n"
+     "copy=True and dl_device other than the batch's own raise BufferError."},
     {"__dlpack_device__", l3py_batch_dlpack_device, METH_NOARGS,
-     "(device_type, device_id) as DLPack defines them."},
+     "__dlpack_device__($self, /)\n--\n\n"
+     "(device_type, device_id) as DLPack defines them: (1, 0) for the CPU,\n"
+     "(2, N) for cuda:N."},
     {"numpy", (PyCFunction)Batch_numpy, METH_NOARGS,
-     "A numpy array sharing the batch's memory (CPU batches only)."},
+     "numpy($self, /)\n--\n\n"
+     "A numpy array sharing the batch's memory (CPU batches only; TypeError for a\n"
+     "GPU batch). The array keeps the batch alive."},
+    {"__reduce_ex__", l3py_batch_reduce_ex, METH_O,
+     "__reduce_ex__($self, protocol, /)\n--\n\n"
+     "Pickling: a CPU batch pickles with its tensor, statuses and errors (protocol 5\n"
+     "hands the tensor out of band); a GPU batch raises TypeError."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef Batch_getset[] = {
-    {"__cuda_array_interface__", (getter)Batch_get_cai, NULL, "CUDA array interface v3", NULL},
-    {"__array_interface__", (getter)Batch_get_ai, NULL, "numpy array interface v3", NULL},
-    {"shape", (getter)Batch_get_shape, NULL, "tensor shape", NULL},
-    {"dtype", (getter)Batch_get_dtype, NULL, "element type name", NULL},
+    {"__cuda_array_interface__", (getter)Batch_get_cai, NULL,
+     "CUDA array interface v3 (GPU batches; AttributeError for a CPU batch)", NULL},
+    {"__array_interface__", (getter)Batch_get_ai, NULL,
+     "numpy array interface v3 (CPU batches; AttributeError for a GPU batch)", NULL},
+    {"shape", (getter)Batch_get_shape, NULL,
+     "tensor shape: (N, C, H, W) for layout NCHW, (N, H, W, C) for NHWC", NULL},
+    {"dtype", (getter)Batch_get_dtype, NULL,
+     "element type name: 'uint8', 'uint16', 'float32' or 'float16'", NULL},
     {"device", (getter)Batch_get_device, NULL, "'cpu' or 'cuda:N'", NULL},
-    {"status", (getter)Batch_get_status, NULL, "per-image status codes (0 = decoded)", NULL},
-    {"errors", (getter)Batch_get_errors, NULL, "per-image error text or None", NULL},
+    {"status", (getter)Batch_get_status, NULL,
+     "per-image status codes: 0 decoded; an l3 status (3 truncated, 4 not L3, 9 corrupt,\n"
+     "...); 100 other output shape than the batch; 101 aborted. A failed slot is zeros.",
+     NULL},
+    {"errors", (getter)Batch_get_errors, NULL, "per-image error text, None where decoded",
+     NULL},
     {"ok", (getter)Batch_get_ok, NULL, "True when every image decoded", NULL},
     {"data_ptr", (getter)Batch_get_ptr, NULL, "address of the first element", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -267,8 +293,14 @@ PyTypeObject l3py_batch_type = {
     .tp_dealloc = (destructor)Batch_dealloc,
     .tp_repr = (reprfunc)Batch_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A decoded batch: a contiguous tensor plus per-image statuses.\n"
-              "Hand it to torch.from_dlpack() or numpy.from_dlpack() (no copy).",
+    .tp_as_buffer = &l3py_batch_as_buffer,
+    .tp_doc = "A decoded batch, made by l3.decode_batch(): one contiguous tensor of N\n"
+              "images (shape (N, C, H, W) or (N, H, W, C)) plus per-image statuses.\n\n"
+              "Hand it on without a copy: torch.from_dlpack(b), numpy.from_dlpack(b),\n"
+              "b.numpy() or memoryview(b) (CPU), b.__cuda_array_interface__ (GPU).\n"
+              "b.status / b.errors / b.ok say which images decoded; a failed image's\n"
+              "slot is zeros. A CPU batch pickles (returned from a DataLoader worker,\n"
+              "protocol 5 out of band); a GPU batch does not.",
     .tp_methods = Batch_methods,
     .tp_getset = Batch_getset,
 };

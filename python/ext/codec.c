@@ -52,25 +52,66 @@ PyObject *l3py_info(PyObject *self, PyObject *arg)
             return NULL;
         }
     }
-    return Py_BuildValue("{s:I,s:I,s:i,s:i,s:s,s:N,s:N,s:I,s:I,s:I,s:I}",
+    return Py_BuildValue("{s:I,s:I,s:i,s:i,s:s,s:N,s:i,s:N,s:I,s:I,s:I,s:I}",
                          "width", info.width, "height", info.height,
                          "channels", info.channels, "bit_depth", info.bit_depth,
-                         "color", color_name(info.color), "palette", pal, "trns_key", key,
+                         "color", color_name(info.color), "palette", pal,
+                         "palette_alpha_len", info.palette_alpha_len, "trns_key", key,
                          "tile_width", info.tile_width, "tile_height", info.tile_height,
                          "tiles_x", info.tiles_x, "tiles_y", info.tiles_y);
+}
+
+/* channels 1/3/4: the decoded image converted like decode_batch converts it
+ * (HWC, the source's sample type: uint16 for 16-bit, else uint8). */
+static PyObject *convert_channels(const struct l3_info *info, const void *px, int channels)
+{
+    struct l3gpu_format fmt;
+    l3gpu_format_init(&fmt);
+    fmt.layout = L3GPU_HWC;
+    fmt.dtype = info->bit_depth == 16 ? L3GPU_U16 : L3GPU_U8;
+    fmt.channels = channels;
+    npy_intp dims[3] = {info->height, info->width, channels};
+    PyObject *arr = PyArray_SimpleNew(3, dims, info->bit_depth == 16 ? NPY_UINT16 : NPY_UINT8);
+    if (!arr)
+        return NULL;
+    int st;
+    Py_BEGIN_ALLOW_THREADS
+    st = l3gpu_cpu_convert(info, px, 0, &fmt, PyArray_DATA((PyArrayObject *)arr));
+    Py_END_ALLOW_THREADS
+    if (st) {
+        Py_DECREF(arr);
+        PyErr_Format(PyExc_RuntimeError, "l3.decode: conversion failed: %s", l3gpu_strerror(st));
+        return NULL;
+    }
+    return arr;
+}
+
+/* (H, W, 1) -> (H, W), sharing the memory. */
+static PyObject *squeeze_gray(PyObject *arr)
+{
+    PyArrayObject *a = (PyArrayObject *)arr;
+    if (PyArray_NDIM(a) != 3 || PyArray_DIM(a, 2) != 1)
+        return arr;
+    npy_intp dims[2] = {PyArray_DIM(a, 0), PyArray_DIM(a, 1)};
+    PyArray_Dims shape = {dims, 2};
+    PyObject *r = PyArray_Newshape(a, &shape, NPY_CORDER);
+    Py_DECREF(arr);
+    return r;
 }
 
 PyObject *l3py_decode(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
-    static char *kwlist[] = {"buf", "threads", "verify", NULL};
-    PyObject *obj, *threads_obj = NULL;
-    int verify = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Op:decode", kwlist, &obj, &threads_obj,
-                                     &verify))
+    static char *kwlist[] = {"buf", "threads", "verify", "channels", "squeeze", NULL};
+    PyObject *obj, *threads_obj = NULL, *channels_obj = Py_None;
+    int verify = 0, squeeze = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OpOp:decode", kwlist, &obj, &threads_obj,
+                                     &verify, &channels_obj, &squeeze))
         return NULL;
     unsigned threads;
-    if (l3py_parse_threads(threads_obj, &threads))
+    int channels = 0;
+    if (l3py_parse_threads(threads_obj, &threads) ||
+        l3py_parse_channels(channels_obj, &channels))
         return NULL;
     Py_buffer b;
     if (PyObject_GetBuffer(obj, &b, PyBUF_SIMPLE))
@@ -101,7 +142,14 @@ PyObject *l3py_decode(PyObject *self, PyObject *args, PyObject *kw)
         Py_DECREF(arr);
         return l3py_raise_status(st, "l3.decode");
     }
-    return arr;
+    if (channels) {
+        PyObject *conv = convert_channels(&info, out, channels);
+        Py_DECREF(arr);
+        if (!conv)
+            return NULL;
+        arr = conv;
+    }
+    return squeeze ? squeeze_gray(arr) : arr;
 }
 
 PyObject *l3py_encode(PyObject *self, PyObject *args, PyObject *kw)

@@ -1,33 +1,11 @@
 /* decode_batch.c — l3.decode_batch: parses the output format, takes a view
  * of every input, sizes the batch from the first readable header, decodes on
  * the CPU (libl3gpu's CPU batch decoder, GIL released) or hands the batch to
- * cuda.c, then reports per-image statuses (strict=True: l3.Error instead). */
+ * cuda.c, then reports per-image statuses (status.c: strict=True raises,
+ * None warns). Also the input views decode_list.c shares. */
 #include "l3py.h"
 
 #include <string.h>
-
-/* layout, channels and normalisation into FMT (dtype already set); 0 or -1. */
-static int parse_format(const char *layout, PyObject *channels_obj, PyObject *mean_obj,
-                        PyObject *std_obj, PyObject *scale_obj, struct l3gpu_format *fmt)
-{
-    if (l3py_parse_layout(layout, &fmt->layout) || l3py_parse_channels(channels_obj, &fmt->channels))
-        return -1;
-    int norm = 0;
-    if (l3py_parse_floats(mean_obj, "mean", fmt->mean, &norm) ||
-        l3py_parse_floats(std_obj, "std", fmt->std, &norm) ||
-        l3py_parse_floats(scale_obj, "scale", fmt->scale, &norm))
-        return -1;
-    fmt->normalize = norm;
-    if (norm && fmt->dtype != L3GPU_F32 && fmt->dtype != L3GPU_F16) {
-        PyErr_SetString(PyExc_ValueError, "mean/std/scale need dtype float32 or float16");
-        return -1;
-    }
-    if (l3gpu_format_check(fmt)) {
-        PyErr_SetString(PyExc_ValueError, "bad mean/std/scale (std must be non-zero, finite)");
-        return -1;
-    }
-    return 0;
-}
 
 /* The per-image output shape and slot size from the first image whose header
  * reads; 0, or -1 with l3.Error when none does. */
@@ -66,22 +44,24 @@ static int cpu_decode_batch(BatchObject *b, const struct l3gpu_input *in, size_t
     return 0;
 }
 
-/* strict=True with failures: l3.Error listing every failed image. */
-static void raise_failed(const int *status, Py_ssize_t n, int failed)
+int l3py_get_inputs(PyObject *seq, Py_buffer *views, struct l3gpu_input *in)
 {
-    PyObject *msg = PyUnicode_FromFormat("decode_batch: %d of %zd images failed:", failed, n);
-    for (Py_ssize_t i = 0; msg && i < n; i++) {
-        if (!status[i])
-            continue;
-        PyObject *m2 = PyUnicode_FromFormat("%U [%zd] %s;", msg, i,
-                                            l3gpu_image_strerror(status[i]));
-        Py_DECREF(msg);
-        msg = m2;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, i), &views[i], PyBUF_SIMPLE)) {
+            l3py_release_inputs(views, i);
+            return -1;
+        }
+        in[i].data = views[i].buf;
+        in[i].size = (size_t)views[i].len;
     }
-    if (msg) {
-        PyErr_SetObject(l3py_error, msg);
-        Py_DECREF(msg);
-    }
+    return 0;
+}
+
+void l3py_release_inputs(Py_buffer *views, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyBuffer_Release(&views[i]);
 }
 
 PyObject *l3py_decode_batch(PyObject *self, PyObject *args, PyObject *kw)
@@ -91,10 +71,10 @@ PyObject *l3py_decode_batch(PyObject *self, PyObject *args, PyObject *kw)
                              "std", "scale", "threads", "strict", "stream", NULL};
     PyObject *bufs, *device_obj = NULL, *dtype_obj = NULL, *channels_obj = Py_None;
     PyObject *mean_obj = NULL, *std_obj = NULL, *scale_obj = NULL, *threads_obj = NULL;
+    PyObject *strict = Py_None;
     const char *layout = "NCHW";
-    int strict = 0;
     unsigned long long stream = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OsOOOOOOpK:decode_batch", kwlist, &bufs,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OsOOOOOOOK:decode_batch", kwlist, &bufs,
                                      &device_obj, &layout, &dtype_obj, &channels_obj,
                                      &mean_obj, &std_obj, &scale_obj, &threads_obj, &strict,
                                      &stream))
@@ -105,7 +85,7 @@ PyObject *l3py_decode_batch(PyObject *self, PyObject *args, PyObject *kw)
     unsigned threads;
     if (l3py_parse_device(device_obj, &dev) || l3py_parse_dtype(dtype_obj, &fmt.dtype) ||
         l3py_parse_threads(threads_obj, &threads) ||
-        parse_format(layout, channels_obj, mean_obj, std_obj, scale_obj, &fmt))
+        l3py_parse_format(layout, channels_obj, mean_obj, std_obj, scale_obj, &fmt))
         return NULL;
     if (dev >= 0 && l3py_cuda_prepare(dev))
         return NULL;
@@ -129,12 +109,9 @@ PyObject *l3py_decode_batch(PyObject *self, PyObject *args, PyObject *kw)
         PyErr_NoMemory();
         goto out;
     }
-    for (; got < n; got++) {
-        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, got), &views[got], PyBUF_SIMPLE))
-            goto out;
-        in[got].data = views[got].buf;
-        in[got].size = (size_t)views[got].len;
-    }
+    if (l3py_get_inputs(seq, views, in))
+        goto out;
+    got = n;
     uint32_t shape[3] = {0, 0, 0};
     size_t slot;
     if (batch_shape(in, n, &fmt, shape, &slot))
@@ -149,18 +126,14 @@ PyObject *l3py_decode_batch(PyObject *self, PyObject *args, PyObject *kw)
     if (dev < 0 ? cpu_decode_batch(batch, in, (size_t)n, &fmt, status, threads)
                 : l3py_cuda_decode_batch(batch, in, (size_t)n, &fmt, status, (uintptr_t)stream))
         goto out;
-    int failed = l3py_batch_set_status(batch, status);
-    if (failed < 0)
+    if (l3py_batch_set_status(batch, status) < 0 ||
+        l3py_report_failures("decode_batch", "their slots are zero-filled (see Batch.status)",
+                             status, n, strict))
         goto out;
-    if (strict && failed) {
-        raise_failed(status, n, failed);
-        goto out;
-    }
     result = (PyObject *)batch;
     batch = NULL;
 out:
-    for (Py_ssize_t i = 0; i < got; i++)
-        PyBuffer_Release(&views[i]);
+    l3py_release_inputs(views, got);
     PyMem_Free(views);
     PyMem_Free(in);
     PyMem_Free(status);

@@ -6,7 +6,10 @@
  *   codec.c         one image through libl3: l3.info, l3.decode, l3.encode (CPU)
  *   batch.c         the l3.Batch object: its buffer, numpy/CUDA array interfaces, repr
  *   dlpack.c        DLPack export of a Batch (__dlpack__, __dlpack_device__)
+ *   share.c         buffer protocol and pickling of CPU batches
  *   decode_batch.c  l3.decode_batch: inputs, output shape, statuses, the CPU batch path
+ *   decode_list.c   l3.decode_list: a list of arrays, each image its own shape (CPU)
+ *   status.c        failed images: strict=True raises, None warns, False is silent
  *   cuda.c          the CUDA path: per-device contexts, device buffers, GPU batch decode
  * The pure-Python package (python/l3/) re-exports all of it as `l3`.
  */
@@ -32,7 +35,8 @@
 #define L3PY_MAX_DEVICES 16
 
 /* ---- module.c ---- */
-extern PyObject *l3py_error; /* l3.Error(ValueError), with .status */
+extern PyObject *l3py_error;          /* l3.Error(ValueError), with .status */
+extern PyObject *l3py_decode_warning; /* l3.DecodeWarning(UserWarning) */
 /* Raises l3.Error("WHAT: <l3_strerror(st)>") with .status = st; returns NULL. */
 PyObject *l3py_raise_status(int st, const char *what);
 
@@ -45,6 +49,17 @@ int l3py_parse_channels(PyObject *obj, int *channels);     /* None keeps 0 (nati
 /* mean/std/scale: None (keep defaults), a number, or a sequence of 1..4 values;
  * sets *given when one was passed. */
 int l3py_parse_floats(PyObject *obj, const char *name, float v[4], int *given);
+/* layout, channels and mean/std/scale into FMT, whose dtype is already set
+ * (checks that normalisation has a float dtype and that the values are sane). */
+int l3py_parse_format(const char *layout, PyObject *channels, PyObject *mean, PyObject *std,
+                      PyObject *scale, struct l3gpu_format *fmt);
+
+/* ---- status.c ---- */
+/* Per-image failures of a batch call WHAT: none, or strict False: 0; strict
+ * True: l3.Error, -1; strict None (default): l3.DecodeWarning saying OUTCOME
+ * ("their slots are zero-filled"), 0 (-1 when the warning is an error). */
+int l3py_report_failures(const char *what, const char *outcome, const int *status,
+                         Py_ssize_t n, PyObject *strict);
 
 /* ---- codec.c ---- */
 PyObject *l3py_info(PyObject *self, PyObject *arg);
@@ -63,6 +78,7 @@ typedef struct {
     PyObject *status; /* list of int */
     PyObject *errors; /* list of str or None */
     int exported;     /* number of live DLPack exports */
+    Py_ssize_t py_shape[4], py_strides[4]; /* the buffer protocol's shape, strides */
 } BatchObject;
 
 extern PyTypeObject l3py_batch_type;
@@ -74,6 +90,12 @@ int l3py_batch_alloc_host(BatchObject *b);
 /* Fills .status and .errors from per-image statuses; returns the number failed, or -1. */
 int l3py_batch_set_status(BatchObject *b, const int *status);
 PyObject *l3py_batch_shape_tuple(const BatchObject *b);
+
+/* ---- share.c ---- */
+extern PyBufferProcs l3py_batch_as_buffer; /* CPU batches; BufferError for GPU ones */
+PyObject *l3py_batch_reduce_ex(PyObject *self, PyObject *protocol);
+/* l3._l3._batch_rebuild(data, shape, dtype, status, errors): unpickles a CPU batch. */
+PyObject *l3py_batch_rebuild(PyObject *self, PyObject *args);
 const char *l3py_dtype_name(int dtype);
 const char *l3py_dtype_typestr(int dtype);
 
@@ -81,8 +103,13 @@ const char *l3py_dtype_typestr(int dtype);
 PyObject *l3py_batch_dlpack(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *l3py_batch_dlpack_device(PyObject *self, PyObject *unused);
 
-/* ---- decode_batch.c ---- */
+/* ---- decode_batch.c, decode_list.c ---- */
 PyObject *l3py_decode_batch(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *l3py_decode_list(PyObject *self, PyObject *args, PyObject *kw);
+/* Views of the buffers of sequence SEQ (PySequence_Fast) in VIEWS/IN (n
+ * entries each); on failure the views taken so far are released. 0 or -1. */
+int l3py_get_inputs(PyObject *seq, Py_buffer *views, struct l3gpu_input *in);
+void l3py_release_inputs(Py_buffer *views, Py_ssize_t n);
 
 /* ---- cuda.c (every entry exists with or without CUDA support built) ---- */
 /* 0 when device DEV can be used now (its context created on first use), else

@@ -4,6 +4,7 @@
 #include "l3py.h"
 
 PyObject *l3py_error;
+PyObject *l3py_decode_warning;
 
 PyObject *l3py_raise_status(int st, const char *what)
 {
@@ -24,23 +25,93 @@ PyObject *l3py_raise_status(int st, const char *what)
     return NULL;
 }
 
+/* Docstrings start with a text signature ("name($module, ...)\n--\n\n") so
+ * that inspect.signature() and help() show the real arguments. */
 static PyMethodDef methods[] = {
     {"info", l3py_info, METH_O,
-     "info(buf) -> dict: header of an L3 image (size, channels, depth, colour, palette)."},
+     "info($module, buf, /)\n--\n\n"
+     "The header of an L3 image, without decoding pixels.\n\n"
+     "buf: bytes-like (bytes, bytearray, memoryview, mmap, numpy uint8 array) holding\n"
+     "     the file, or at least its header and tile table.\n"
+     "Returns a dict: width, height, channels (samples per decoded pixel: 1..4;\n"
+     "palette 1), bit_depth (1, 2, 4, 8, 16, as in the source PNG), color ('gray',\n"
+     "'gray_alpha', 'rgb', 'rgba', 'palette'), palette (list of (r, g, b, a), or\n"
+     "None), palette_alpha_len (entries of the source's tRNS chunk), trns_key (the PNG tRNS colour of a gray/RGB image, or None),\n"
+     "tile_width, tile_height, tiles_x, tiles_y.\n"
+     "Raises l3.Error (.status: the l3 status code) on a bad or truncated header."},
     {"decode", (PyCFunction)(void (*)(void))l3py_decode, METH_VARARGS | METH_KEYWORDS,
-     "decode(buf, threads=None, verify=False) -> numpy.ndarray of shape (H, W, C),\n"
-     "uint8 (bit depth <= 8, sub-byte values kept) or uint16; palette images give indices."},
+     "decode($module, buf, threads=None, verify=False, channels=None, squeeze=False)\n--\n\n"
+     "Decodes one L3 image on the CPU (multi-threaded, the GIL released).\n\n"
+     "buf:      bytes-like holding the whole file.\n"
+     "threads:  worker threads; None or 0: all CPUs.\n"
+     "verify:   also check the payload checksum first.\n"
+     "channels: None keeps the image's own samples; 1, 3 or 4 converts as\n"
+     "          decode_batch does: gray -> RGB(A), RGB(A) -> luma, palette ->\n"
+     "          its colours (RGB / RGBA with the tRNS alpha), values scaled to the\n"
+     "          full range (1/2/4-bit gray x255/x85/x17).\n"
+     "squeeze:  give (H, W) instead of (H, W, 1) for one channel, as PIL does.\n\n"
+     "Returns a numpy array of shape (H, W, C): uint8 for bit depth <= 8, uint16 for\n"
+     "16-bit. Without channels the samples are the file's own: sub-byte gray keeps\n"
+     "its values (a 2-bit image gives 0..3, PIL gives 0..255) and a PALETTE IMAGE\n"
+     "GIVES INDICES, (H, W, 1) - like PIL's mode 'P', not RGB: pass channels=3 (or\n"
+     "open it through the Pillow plugin and .convert('RGB')) for colours.\n"
+     "Raises l3.Error (.status) on corrupt, truncated or non-L3 data."},
     {"encode", (PyCFunction)(void (*)(void))l3py_encode, METH_VARARGS | METH_KEYWORDS,
-     "encode(data, threads=None, tile=0) -> bytes: from PNG bytes or a uint8/uint16\n"
-     "array (H, W) or (H, W, C)."},
+     "encode($module, data, threads=None, tile=0)\n--\n\n"
+     "Encodes an image to L3 bytes, losslessly.\n\n"
+     "data:    PNG file bytes (any colour type and bit depth: palette, tRNS and\n"
+     "         sub-byte depths are kept), or a uint8/uint16 numpy array of shape\n"
+     "         (H, W) or (H, W, C), C = 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA.\n"
+     "threads: encoder threads; None or 0: all CPUs.\n"
+     "tile:    tile size (tile x tile pixels); 0: the default (64).\n"
+     "Returns bytes. Raises l3.Error on a corrupt PNG, ValueError on a bad array."},
     {"decode_batch", (PyCFunction)(void (*)(void))l3py_decode_batch,
      METH_VARARGS | METH_KEYWORDS,
-     "decode_batch(bufs, *, device='cpu', layout='NCHW', dtype='uint8', channels=None,\n"
-     "             mean=None, std=None, scale=None, threads=None, strict=False, stream=0)\n"
-     "-> l3.Batch. All images must give the same output shape. A failed image has its\n"
-     "status set and its slot zeroed (strict=True raises l3.Error instead)."},
+     "decode_batch($module, bufs, *, device='cpu', layout='NCHW', dtype='uint8',\n"
+     "             channels=None, mean=None, std=None, scale=None, threads=None,\n"
+     "             strict=None, stream=0)\n--\n\n"
+     "Decodes N images of one output shape into one tensor, an l3.Batch.\n\n"
+     "bufs:     a sequence of bytes-like objects, one L3 file each.\n"
+     "device:   'cpu' (threads over images and tiles, the GIL released), 'cuda',\n"
+     "          'cuda:N', an int N or a torch.device; CUDA needs a build with nvcc.\n"
+     "layout:   'NCHW' (also 'CHW') or 'NHWC' (also 'HWC').\n"
+     "dtype:    'uint8', 'uint16', 'float32' or 'float16' (also numpy or torch\n"
+     "          dtypes). Integers are scaled to the type's full range (8-bit ->\n"
+     "          uint16 is v*257); floats are v / max, like torchvision's ToTensor.\n"
+     "channels: None keeps the images' own count; 1, 3 or 4 converts (gray -> RGB,\n"
+     "          RGB -> luma, palette -> colours, alpha added or dropped).\n"
+     "mean, std, scale: per-channel (a number or 1..4 values), float dtypes only:\n"
+     "          (v / max * scale - mean) / std, as torchvision's Normalize.\n"
+     "threads:  CPU threads; None or 0: all CPUs.\n"
+     "strict:   what to do when images fail: None (default) warns with\n"
+     "          l3.DecodeWarning, True raises l3.Error naming them, False is silent.\n"
+     "stream:   CUDA stream handle (int) for device='cuda'; 0: the default stream.\n\n"
+     "Shape: (N, C, H, W) for NCHW, (N, H, W, C) for NHWC, taken from the first image\n"
+     "whose header reads; every image must give that shape (mixed sizes: use\n"
+     "l3.decode_list). Statuses: Batch.status[i] is 0 when image i decoded, else an\n"
+     "l3 status (3 truncated, 4 not L3, 9 corrupt, ...) or 100 (another output shape);\n"
+     "a failed image's slot is zero-filled and Batch.errors[i] says why."},
+    {"decode_list", (PyCFunction)(void (*)(void))l3py_decode_list,
+     METH_VARARGS | METH_KEYWORDS,
+     "decode_list($module, bufs, *, layout='HWC', dtype=None, channels=None,\n"
+     "            mean=None, std=None, scale=None, threads=None, strict=None,\n"
+     "            squeeze=False)\n--\n\n"
+     "Decodes N images of any sizes on the CPU into a list of N numpy arrays.\n\n"
+     "The images are decoded together (threads over images and tiles, the GIL\n"
+     "released) and each one gets its own array: (H, W, C) for layout 'HWC', (C, H,\n"
+     "W) for 'CHW'; squeeze=True drops a single channel: (H, W).\n"
+     "dtype None keeps each image's sample type (uint8, or uint16 for 16-bit; sub-\n"
+     "byte and palette samples as l3.decode gives them); a dtype, channels, mean,\n"
+     "std, scale convert as in decode_batch.\n"
+     "A failed image is None in the list; strict as in decode_batch (None warns,\n"
+     "True raises l3.Error, False is silent)."},
     {"cuda_available", l3py_cuda_available, METH_NOARGS,
-     "True when this build has CUDA support and a usable GPU is present."},
+     "cuda_available($module, /)\n--\n\n"
+     "True when this build has CUDA support (l3.built_with_cuda) and a usable GPU\n"
+     "and driver are present; never raises."},
+    {"_batch_rebuild", l3py_batch_rebuild, METH_VARARGS,
+     "_batch_rebuild($module, data, shape, dtype, status, errors, /)\n--\n\n"
+     "Rebuilds a pickled CPU l3.Batch (used by pickle; not for direct use)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -59,13 +130,25 @@ PyMODINIT_FUNC PyInit__l3(void)
     PyObject *m = PyModule_Create(&moddef);
     if (!m)
         return NULL;
-    l3py_error = PyErr_NewExceptionWithDoc("l3.Error", "Invalid or corrupt L3 data.",
-                                           PyExc_ValueError, NULL);
+    l3py_error = PyErr_NewExceptionWithDoc(
+        "l3.Error",
+        "Invalid, corrupt or truncated L3 data (a ValueError). .status is the l3 status\n"
+        "code when one applies (3 truncated, 4 not an L3 file, 9 corrupt, ...).",
+        PyExc_ValueError, NULL);
     if (!l3py_error || PyModule_AddObject(m, "Error", l3py_error)) {
         Py_DECREF(m);
         return NULL;
     }
     Py_INCREF(l3py_error); /* the module holds one reference, the C code another */
+    l3py_decode_warning = PyErr_NewExceptionWithDoc(
+        "l3.DecodeWarning",
+        "Some images of a batch failed (strict=None); the batch still returned.",
+        PyExc_UserWarning, NULL);
+    if (!l3py_decode_warning || PyModule_AddObject(m, "DecodeWarning", l3py_decode_warning)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(l3py_decode_warning);
     Py_INCREF(&l3py_batch_type);
     if (PyModule_AddObject(m, "Batch", (PyObject *)&l3py_batch_type) ||
         PyModule_AddStringConstant(m, "__version__", L3_VERSION_STRING) ||
