@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "l3.h"
+#include "tc_file.h"
 
 /* Single-thread timings use the process CPU clock (robust on a loaded
  * machine); multi-thread timings use the wall clock. */
@@ -125,24 +126,6 @@ static int png_load(const uint8_t *data, size_t size, struct l3_info *info,
     return 0;
 }
 
-static uint8_t *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(sz > 0 ? (size_t)sz : 1);
-    if (b && fread(b, 1, (size_t)sz, f) != (size_t)sz) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    *n = (size_t)sz;
-    return b;
-}
-
 struct tot {
     double png_bytes, l3_bytes, raw, t_png, t_dec1, t_decn, t_enc, t_encn, cpu_decn;
 };
@@ -155,7 +138,7 @@ static int opt_effort; /* -e N: encoder effort */ /* -w DIR: also write the .l3 
 static int bench_file(const char *path, struct tot *T)
 {
     size_t n;
-    uint8_t *png = slurp(path, &n);
+    uint8_t *png = tc_slurp(path, &n);
     if (!png) {
         fprintf(stderr, "%s: cannot read\n", path);
         return 1;

@@ -24,6 +24,8 @@
 
 #include "l3.h"
 #include "l3_tile.h"
+#include "tc_file.h"
+#include "tc_rand.h"
 
 static const char *l3_dir, *png_dir;
 static unsigned seeds, lz_seeds, lz_kinds;
@@ -55,12 +57,11 @@ static void put(const char *dir, const char *name, const void *d, size_t n)
 {
     char p[4096];
     snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "wb");
-    if (f == NULL || fwrite(d, 1, n, f) != n) {
-        fprintf(stderr, "make_seeds: %s: %s\n", p, strerror(errno));
+    int e = tc_write_file(p, d, n);
+    if (e < 0) {
+        fprintf(stderr, "make_seeds: %s: %s\n", p, strerror(-e));
         exit(1);
     }
-    fclose(f);
     seeds++;
 }
 
@@ -108,19 +109,14 @@ static void emit(const char *tag, const struct l3_info *info, const void *px, si
 
 static void from_file(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
+    size_t n;
+    unsigned char *d = tc_slurp(path, &n);
+    if (d == NULL)
         return;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (len <= 0 || len > (64L << 20)) {
-        fclose(f);
+    if (n == 0 || n > ((size_t)64 << 20)) {
+        free(d);
         return;
     }
-    unsigned char *d = malloc((size_t)len);
-    size_t n = fread(d, 1, (size_t)len, f);
-    fclose(f);
     char tag[300];
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     snprintf(tag, sizeof tag, "%.200s", base);
@@ -253,14 +249,6 @@ static void generated(void)
  * MED, GRAD and LEFT2 predictors (interleaved ramps with the bottom half
  * repeating the top; a small texture on curved ramps; a period-2 pattern
  * whose amplitude changes per row on a curved ramp). */
-static uint32_t mix(uint64_t *s) /* splitmix64, as in the codec tests */
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return (uint32_t)(z ^ (z >> 31));
-}
-
 static void lz_generated(void)
 {
     static const struct model f[] = {{0, 1, 1}, {0, 1, 2}, {0, 1, 8}, {0, 1, 16},
@@ -280,13 +268,13 @@ static void lz_generated(void)
         for (int y = 0; y < 8; y++)
             for (int x = 0; x < 8; x++)
                 for (unsigned c = 0; c < info.channels; c++)
-                    tex[y][x][c] = mix(&s) % (maxv + 1);
+                    tex[y][x][c] = (uint32_t)tc_splitmix64(&s) % (maxv + 1);
         size_t sb = f[k].depth == 16 ? 2 : 1;
         unsigned char *px = malloc((size_t)info.width * info.height * info.channels * sb);
         for (uint32_t y = 0; y < info.height; y++)
             for (uint32_t x = 0; x < info.width; x++)
                 for (unsigned c = 0; c < info.channels; c++) {
-                    unsigned v = (x / 8 * 5 + y / 8 * 3) % 16 == 7 ? mix(&s) % (maxv + 1)
+                    unsigned v = (x / 8 * 5 + y / 8 * 3) % 16 == 7 ? (uint32_t)tc_splitmix64(&s) % (maxv + 1)
                                                                   : tex[y % 8][x % 8][c];
                     put_sample(px, sb, ((size_t)y * info.width + x) * info.channels + c, v);
                 }
@@ -302,10 +290,10 @@ static void lz_generated(void)
         uint64_t s = 5;
         unsigned tex[8][8], amp[32], row[32];
         for (int i = 0; i < 64; i++)
-            tex[i / 8][i % 8] = mix(&s) % 4;
+            tex[i / 8][i % 8] = (uint32_t)tc_splitmix64(&s) % 4;
         for (int i = 0; i < 32; i++) {
-            amp[i] = 40 + mix(&s) % 100;
-            row[i] = mix(&s) % 60;
+            amp[i] = 40 + (uint32_t)tc_splitmix64(&s) % 100;
+            row[i] = (uint32_t)tc_splitmix64(&s) % 60;
         }
         unsigned char px[64 * 32];
         for (int y = 0; y < 32; y++)

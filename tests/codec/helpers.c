@@ -6,14 +6,6 @@
 #include "helpers.h"
 #include "l3_tile.h"
 
-uint64_t th_rand(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static const uint8_t channels_of[] = {1, 2, 3, 4, 1};
 
 void th_info(struct l3_info *info, unsigned color, unsigned depth, uint32_t w, uint32_t h)
@@ -48,13 +40,13 @@ void *th_image(const struct l3_info *info, enum th_pattern pat, uint64_t seed,
     uint32_t maxv = info->color == L3_COLOR_PALETTE ? info->palette_len - 1u
                                                     : (1u << info->bit_depth) - 1;
     uint64_t s = seed * 2654435761u + 1;
-    uint32_t flat = (uint32_t)(th_rand(&s) % (maxv + 1));
+    uint32_t flat = (uint32_t)(tc_splitmix64(&s) % (maxv + 1));
     for (uint32_t y = 0; y < info->height; y++)
         for (uint32_t x = 0; x < info->width; x++)
             for (unsigned c = 0; c < info->channels; c++) {
                 uint32_t v;
                 switch (pat) {
-                case TH_NOISE: v = (uint32_t)(th_rand(&s) % (maxv + 1)); break;
+                case TH_NOISE: v = (uint32_t)(tc_splitmix64(&s) % (maxv + 1)); break;
                 case TH_GRADIENT:
                     v = (uint32_t)(((uint64_t)(x * 3 + y * 2 + c * 50) * (maxv + 1)) /
                                    (3u * info->width + 2u * info->height + 200)) % (maxv + 1);
@@ -65,7 +57,7 @@ void *th_image(const struct l3_info *info, enum th_pattern pat, uint64_t seed,
                     uint32_t blk = ((x / 23) + (y / 17) * 3) % 4;
                     if (blk == 0) v = flat;
                     else if (blk == 1) v = (x + y * 5 + c) % (maxv + 1);
-                    else if (blk == 2) v = (uint32_t)(th_rand(&s) % (maxv + 1));
+                    else if (blk == 2) v = (uint32_t)(tc_splitmix64(&s) % (maxv + 1));
                     else v = (x * x + y) % (maxv + 1);
                 } break;
                 }

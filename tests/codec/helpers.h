@@ -5,9 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "l3.h"
-
-/* Small deterministic PRNG (splitmix64). */
-uint64_t th_rand(uint64_t *state);
+#include "tc_rand.h"
 
 enum th_pattern { TH_NOISE, TH_GRADIENT, TH_FLAT, TH_MAX, TH_MIXED };
 

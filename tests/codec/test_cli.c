@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "l3.h"
+#include "tc_file.h"
 
 struct run {
     int status; /* exit status, or 128 + signal */
@@ -25,27 +26,6 @@ struct run {
     char *err; /* stderr */
     size_t err_len;
 };
-
-static char *ct_slurp_fd(int fd, size_t *len_ret)
-{
-    size_t cap = 4096, len = 0;
-    char *b = malloc(cap + 1);
-    for (;;) {
-        if (len == cap) {
-            cap *= 2;
-            b = realloc(b, cap + 1);
-        }
-        ssize_t r = read(fd, b + len, cap - len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        len += (size_t)r;
-    }
-    b[len] = '\0';
-    *len_ret = len;
-    return b;
-}
 
 static const char *cli_path(void)
 {
@@ -83,12 +63,10 @@ static struct run run_l3(const char *dir, const char *const *args)
     cr_assert_eq(waitpid(pid, &ws, 0), pid);
     struct run r;
     r.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-    int fd = open(outp, O_RDONLY);
-    r.out = ct_slurp_fd(fd, &r.out_len);
-    close(fd);
-    fd = open(errp, O_RDONLY);
-    r.err = ct_slurp_fd(fd, &r.err_len);
-    close(fd);
+    r.out = tc_slurp(outp, &r.out_len);
+    cr_assert_not_null(r.out, "%s: %s", outp, strerror(errno));
+    r.err = tc_slurp(errp, &r.err_len);
+    cr_assert_not_null(r.err, "%s: %s", errp, strerror(errno));
     unlink(outp);
     unlink(errp);
     return r;
@@ -154,22 +132,15 @@ static void write_file(const char *dir, const char *name, const void *d, size_t 
 {
     char p[4400];
     snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "wb");
-    cr_assert_not_null(f);
-    cr_assert_eq(fwrite(d, 1, n, f), n);
-    fclose(f);
+    int e = tc_write_file(p, d, n);
+    cr_assert_eq(e, 0, "%s: %s", p, strerror(-e));
 }
 
 static unsigned char *read_file(const char *dir, const char *name, size_t *n)
 {
     char p[4400];
     snprintf(p, sizeof p, "%s/%s", dir, name);
-    int fd = open(p, O_RDONLY);
-    if (fd < 0)
-        return NULL;
-    unsigned char *b = (unsigned char *)ct_slurp_fd(fd, n);
-    close(fd);
-    return b;
+    return tc_slurp(p, n);
 }
 
 static int exists(const char *dir, const char *name)

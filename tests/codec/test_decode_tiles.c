@@ -234,12 +234,12 @@ Test(decode_tiles, simd_matches_reference_on_corrupt_files)
         uint64_t s = 99 + color;
         for (int trial = 0; trial < 400; trial++) {
             memcpy(g, f, n);
-            size_t pos = lay.header_size + th_rand(&s) % lay.payload_size;
+            size_t pos = lay.header_size + tc_splitmix64(&s) % lay.payload_size;
             switch (trial % 3) {
-            case 0: g[pos] ^= (uint8_t)(1u << (th_rand(&s) % 8)); break;
-            case 1: g[pos] = (uint8_t)th_rand(&s); break;
+            case 0: g[pos] ^= (uint8_t)(1u << (tc_splitmix64(&s) % 8)); break;
+            case 1: g[pos] = (uint8_t)tc_splitmix64(&s); break;
             default: {
-                size_t len = 1 + th_rand(&s) % 24;
+                size_t len = 1 + tc_splitmix64(&s) % 24;
                 if (len > n - pos)
                     len = n - pos;
                 memset(g + pos, trial & 4 ? 0xff : 0, len);
@@ -302,8 +302,8 @@ Test(decode_tiles, simd_matches_reference_on_sample_images)
         for (int trial = 0; trial < 60; trial++) {
             memcpy(g, f, n);
             for (int k = 0; k <= trial % 3; k++) {
-                size_t pos = lay.header_size + th_rand(&s) % lay.payload_size;
-                g[pos] ^= (uint8_t)(1u << (th_rand(&s) % 8));
+                size_t pos = lay.header_size + tc_splitmix64(&s) % lay.payload_size;
+                g[pos] ^= (uint8_t)(1u << (tc_splitmix64(&s) % 8));
             }
             char what[128];
             snprintf(what, sizeof what, "%s trial %d", files[i], trial);

@@ -143,11 +143,11 @@ static uint8_t *all_modes_image(void)
                 if (x < 64 && y < 32) /* period-2 dither on a ramp */
                     v = (uint8_t)(x + y + (((x ^ y) & 1) ? 40 : 0));
                 else if (x >= 64 && y < 32) /* sparse dots on flat */
-                    v = (th_rand(&s) % 23 == 0) ? 200 : 10;
+                    v = (tc_splitmix64(&s) % 23 == 0) ? 200 : 10;
                 else if (x < 64) /* smooth ramp + small noise */
-                    v = (uint8_t)(x * 2 + y + th_rand(&s) % 3);
+                    v = (uint8_t)(x * 2 + y + tc_splitmix64(&s) % 3);
                 else /* noise */
-                    v = (uint8_t)th_rand(&s);
+                    v = (uint8_t)tc_splitmix64(&s);
                 px[(y * 128 + x) * 3 + c] = (uint8_t)(v + c * 7);
             }
     return px;
@@ -633,8 +633,8 @@ Test(format, payload_bit_flips)
         uint64_t s = color + 1;
         for (int trial = 0; trial < 300; trial++) {
             memcpy(g, f, n);
-            size_t pos = lay.header_size + th_rand(&s) % lay.payload_size;
-            g[pos] ^= (uint8_t)(1u << (th_rand(&s) % 8));
+            size_t pos = lay.header_size + tc_splitmix64(&s) % lay.payload_size;
+            g[pos] ^= (uint8_t)(1u << (tc_splitmix64(&s) % 8));
             cr_assert_eq(l3_verify(g, n), L3_ERR_PAYLOAD_CHECKSUM);
             struct l3_decode_options o = {0};
             o.flags = L3_DECODE_VERIFY;
@@ -1236,12 +1236,12 @@ static void *lz_image(const struct l3_info *info, uint64_t seed)
     for (int y = 0; y < 8; y++)
         for (int x = 0; x < 8; x++)
             for (unsigned c = 0; c < C; c++)
-                tex[y][x][c] = (uint32_t)(th_rand(&s) % (maxv + 1));
+                tex[y][x][c] = (uint32_t)(tc_splitmix64(&s) % (maxv + 1));
     uint8_t *px = malloc((size_t)info->width * info->height * C * sb);
     for (uint32_t y = 0; y < info->height; y++)
         for (uint32_t x = 0; x < info->width; x++)
             for (unsigned c = 0; c < C; c++) {
-                uint32_t v = (x / 8 * 5 + y / 8 * 3) % 16 == 7 ? (uint32_t)(th_rand(&s) % (maxv + 1))
+                uint32_t v = (x / 8 * 5 + y / 8 * 3) % 16 == 7 ? (uint32_t)(tc_splitmix64(&s) % (maxv + 1))
                                                         : tex[y % 8][x % 8][c];
                 size_t i = ((size_t)y * info->width + x) * C + c;
                 if (sb == 2)
@@ -1298,10 +1298,10 @@ static void kind_image(int which, uint8_t *px)
     uint64_t s = 5;
     uint8_t tex[8][8], amp[32], row[32];
     for (int i = 0; i < 64; i++)
-        tex[i / 8][i % 8] = (uint8_t)(th_rand(&s) % 4);
+        tex[i / 8][i % 8] = (uint8_t)(tc_splitmix64(&s) % 4);
     for (int i = 0; i < 32; i++) {
-        amp[i] = (uint8_t)(40 + th_rand(&s) % 100);
-        row[i] = (uint8_t)(th_rand(&s) % 60);
+        amp[i] = (uint8_t)(40 + tc_splitmix64(&s) % 100);
+        row[i] = (uint8_t)(tc_splitmix64(&s) % 60);
     }
     for (int y = 0; y < 32; y++)
         for (int x = 0; x < 64; x++) {
@@ -1416,16 +1416,16 @@ Test(format, tile_routine_hostile_streams)
     uint8_t stream[300];
     uint16_t buf[4 * 24 * 9 + 8];
     for (int trial = 0; trial < 4000; trial++) {
-        size_t len = th_rand(&s) % sizeof stream;
+        size_t len = tc_splitmix64(&s) % sizeof stream;
         for (size_t i = 0; i < len; i++)
-            stream[i] = (uint8_t)th_rand(&s);
+            stream[i] = (uint8_t)tc_splitmix64(&s);
         if (trial & 1) /* mostly valid-looking prefixes: small symbols */
             for (size_t i = 0; i < len; i++)
                 stream[i] |= 0x11;
         unsigned depths[] = {1, 2, 4, 8, 16};
-        unsigned depth = depths[th_rand(&s) % 5];
-        uint32_t w = 1 + th_rand(&s) % 24, h = 1 + th_rand(&s) % 9;
-        unsigned mode = (unsigned)(th_rand(&s) % 64); /* LZ modes too */
+        unsigned depth = depths[tc_splitmix64(&s) % 5];
+        uint32_t w = 1 + tc_splitmix64(&s) % 24, h = 1 + tc_splitmix64(&s) % 9;
+        unsigned mode = (unsigned)(tc_splitmix64(&s) % 64); /* LZ modes too */
         uint8_t *heap = malloc(len ? len : 1); /* exact size: ASan sees overreads */
         memcpy(heap, stream, len);
         buf[w * h] = 0xbeef;
@@ -1435,7 +1435,7 @@ Test(format, tile_routine_hostile_streams)
         if (st == L3_OK)
             for (uint32_t i = 0; i < w * h; i++)
                 cr_assert_lt(buf[i], 1u << depth, "sample out of range");
-        unsigned planes = 1 + th_rand(&s) % 4;
+        unsigned planes = 1 + tc_splitmix64(&s) % 4;
         uint32_t flags;
         buf[planes * w * h] = 0xbeef;
         st = l3_tile_decode(heap, len, planes, w, h, depth, buf, &flags);

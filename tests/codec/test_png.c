@@ -25,6 +25,8 @@
 #include <unistd.h>
 
 #include "l3.h"
+#include "tc_file.h"
+#include "tc_rand.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define PT_ASAN 1
@@ -45,30 +47,6 @@ static int pt_little_endian(void)
     unsigned char b;
     memcpy(&b, &one, 1);
     return b == 1;
-}
-
-static unsigned char *pt_read_file(const char *path, size_t *size_ret)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return NULL;
-    unsigned char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len == cap) {
-            cap = cap ? cap * 2 : 65536;
-            unsigned char *p = realloc(buf, cap);
-            cr_assert_not_null(p);
-            buf = p;
-        }
-        size_t r = fread(buf + len, 1, cap - len, f);
-        len += r;
-        if (r == 0)
-            break;
-    }
-    fclose(f);
-    *size_ret = len;
-    return buf;
 }
 
 static const char *pt_corpus_dir(void)
@@ -306,14 +284,7 @@ static uint32_t pt_crc32(const unsigned char *p, size_t n)
     return c ^ 0xffffffffu;
 }
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint32_t rng(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
+static uint64_t gen_state = 1; /* gen_pixels' noise, one stream for the whole run */
 
 static int channels_of(int ctype)
 {
@@ -345,7 +316,7 @@ static unsigned char *gen_pixels(const struct gen_desc *g, size_t *size_ret)
                 else if (region == 1)
                     v = (unsigned)c % (maxv + 1);
                 else
-                    v = rng() % (maxv + 1);
+                    v = (unsigned)(tc_splitmix64(&gen_state) % (maxv + 1));
                 size_t i = ((size_t)y * g->w + x) * ch + c;
                 if (sb == 2) {
                     uint16_t s = (uint16_t)v;
@@ -541,7 +512,7 @@ static void run_pngsuite(const char *dir, size_t min_files)
     size_t checked = 0, refused = 0;
     for (size_t i = 0; i < n; i++) {
         size_t sz;
-        unsigned char *d = pt_read_file(files[i], &sz);
+        unsigned char *d = tc_slurp(files[i], &sz);
         cr_assert_not_null(d, "%s", files[i]);
         const char *base = strrchr(files[i], '/') + 1;
         int corrupt = base[0] == 'x'; /* PngSuite's deliberately broken files */
@@ -791,7 +762,7 @@ static void run_corpus(const char *sub, unsigned stride_asan)
     size_t checked = 0;
     for (size_t i = 0; i < n; i += step) {
         size_t sz;
-        unsigned char *d = pt_read_file(files[i], &sz);
+        unsigned char *d = tc_slurp(files[i], &sz);
         cr_assert_not_null(d);
         struct l3_info info;
         void *px = NULL;
@@ -1463,7 +1434,7 @@ static void tc_corpus(const char *sub)
     unsigned step = PT_ASAN ? 4 : 1;
     for (size_t i = 0; i < n; i += step) {
         size_t sz;
-        unsigned char *d = pt_read_file(files[i], &sz);
+        unsigned char *d = tc_slurp(files[i], &sz);
         cr_assert_not_null(d);
         tc_check(strrchr(files[i], '/') + 1, d, sz, i % 2 ? 4 : 2, 0, 0);
         free(d);

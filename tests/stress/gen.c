@@ -25,14 +25,6 @@ int st_fmt(char *buf, size_t cap, const char *fmt, ...)
     return n;
 }
 
-uint64_t st_rnd(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 int st_mkdirs(const char *path)
 {
     char buf[4096];
@@ -50,25 +42,6 @@ int st_mkdirs(const char *path)
         }
     }
     return 0;
-}
-
-int st_write_file(const char *path, const void *data, size_t len)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return -errno;
-    const char *p = data;
-    while (len) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0) {
-            int e = -errno;
-            close(fd);
-            return e;
-        }
-        p += w;
-        len -= (size_t)w;
-    }
-    return close(fd) < 0 ? -errno : 0;
 }
 
 struct membuf {
@@ -188,31 +161,31 @@ int st_random_png(uint64_t *seed, int k, uint32_t mindim, uint32_t maxdim,
 {
     struct st_img im = {0};
     if (k < 0)
-        k = (int)(st_rnd(seed) % NKINDS);
+        k = (int)(tc_splitmix64(seed) % NKINDS);
     im.ctype = kinds[k].ctype;
     im.depth = kinds[k].depth;
     im.channels = kinds[k].channels;
-    im.w = mindim + (uint32_t)(st_rnd(seed) % (maxdim - mindim + 1));
-    im.h = mindim + (uint32_t)(st_rnd(seed) % (maxdim - mindim + 1));
-    im.interlace = st_rnd(seed) % 7 == 0;
+    im.w = mindim + (uint32_t)(tc_splitmix64(seed) % (maxdim - mindim + 1));
+    im.h = mindim + (uint32_t)(tc_splitmix64(seed) % (maxdim - mindim + 1));
+    im.interlace = tc_splitmix64(seed) % 7 == 0;
     unsigned maxv = im.depth == 16 ? 65535u : (1u << im.depth) - 1;
     if (im.ctype == PNG_COLOR_TYPE_PALETTE) {
         unsigned cap = 1u << im.depth;
-        im.npal = 1 + (int)(st_rnd(seed) % cap);
+        im.npal = 1 + (int)(tc_splitmix64(seed) % cap);
         maxv = (unsigned)im.npal - 1;
         for (int i = 0; i < im.npal; i++) {
-            uint64_t r = st_rnd(seed);
+            uint64_t r = tc_splitmix64(seed);
             for (int c = 0; c < 4; c++)
                 im.pal[i][c] = (uint8_t)(r >> (8 * c));
         }
-        im.trns = st_rnd(seed) % 3 == 0;
+        im.trns = tc_splitmix64(seed) % 3 == 0;
         if (!im.trns)
             for (int i = 0; i < im.npal; i++)
                 im.pal[i][3] = 255;
     } else if (im.ctype == PNG_COLOR_TYPE_GRAY || im.ctype == PNG_COLOR_TYPE_RGB) {
-        im.trns = st_rnd(seed) % 5 == 0;
+        im.trns = tc_splitmix64(seed) % 5 == 0;
         for (int c = 0; c < 3; c++)
-            im.key[c] = (uint16_t)(st_rnd(seed) % (maxv + 1));
+            im.key[c] = (uint16_t)(tc_splitmix64(seed) % (maxv + 1));
     }
     size_t bps = im.depth == 16 ? 2 : 1;
     size_t n = (size_t)im.w * im.h * im.channels;
@@ -220,9 +193,9 @@ int st_random_png(uint64_t *seed, int k, uint32_t mindim, uint32_t maxdim,
     if (!px)
         return -ENOMEM;
     /* gradients + noise: smooth areas and hard ones for the coder */
-    unsigned a = (unsigned)(st_rnd(seed) % 7), b = (unsigned)(st_rnd(seed) % 5);
-    unsigned noise = (unsigned)(st_rnd(seed) % 4);
-    uint64_t ns = st_rnd(seed);
+    unsigned a = (unsigned)(tc_splitmix64(seed) % 7), b = (unsigned)(tc_splitmix64(seed) % 5);
+    unsigned noise = (unsigned)(tc_splitmix64(seed) % 4);
+    uint64_t ns = tc_splitmix64(seed);
     for (uint32_t y = 0; y < im.h; y++)
         for (uint32_t x = 0; x < im.w; x++)
             for (int c = 0; c < im.channels; c++) {
@@ -231,7 +204,7 @@ int st_random_png(uint64_t *seed, int k, uint32_t mindim, uint32_t maxdim,
                 if (maxv > 255)
                     v *= 257;
                 if (noise)
-                    v += st_rnd(&ns) % (noise * (maxv > 255 ? 2000u : 8u) + 1);
+                    v += tc_splitmix64(&ns) % (noise * (maxv > 255 ? 2000u : 8u) + 1);
                 v %= (uint64_t)maxv + 1;
                 if (bps == 2)
                     ((uint16_t *)px)[i] = (uint16_t)v;
@@ -276,13 +249,13 @@ int cmd_gen_tree(int argc, char **argv)
             char js[128];
             int l = st_fmt(js, sizeof js, "{\"dir\": %ld, \"seed\": %llu}\n", i / 100,
                              (unsigned long long)seed);
-            st_write_file(path, js, (size_t)l);
+            tc_write_file(path, js, (size_t)l);
             st_fmt(path, sizeof path, "%s/d%02ld", dir, i / 100);
         }
         unsigned char *png;
         size_t len;
-        if (i >= 100 && st_rnd(&seed) % 20 == 0) {
-            long j = (long)(st_rnd(&seed) % (uint64_t)(i - i % 100)); /* earlier dir */
+        if (i >= 100 && tc_splitmix64(&seed) % 20 == 0) {
+            long j = (long)(tc_splitmix64(&seed) % (uint64_t)(i - i % 100)); /* earlier dir */
             png = malloc(keeplen[j]);
             memcpy(png, keep[j], keeplen[j]);
             len = keeplen[j];
@@ -292,7 +265,7 @@ int cmd_gen_tree(int argc, char **argv)
             return 1;
         }
         st_fmt(path, sizeof path, "%s/d%02ld/img_%05ld.png", dir, i / 100, i);
-        if (st_write_file(path, png, len) < 0) {
+        if (tc_write_file(path, png, len) < 0) {
             fprintf(stderr, "gen-tree: write %s: %s\n", path, strerror(errno));
             return 1;
         }
@@ -353,7 +326,7 @@ static int bomb_png(const char *path, uint32_t w, uint32_t h, int depth, uint32_
     o += put_chunk(buf + o, "IHDR", ihdr, 13);
     o += put_chunk(buf + o, "IDAT", z, (uint32_t)zlen);
     o += put_chunk(buf + o, "IEND", NULL, 0);
-    int r = st_write_file(path, buf, o);
+    int r = tc_write_file(path, buf, o);
     free(zero);
     free(z);
     free(buf);
@@ -391,20 +364,20 @@ int cmd_gen_hostile(int argc, char **argv)
             return 1;
         /* truncated at a random point (and at the signature/IHDR edges) */
         size_t cut = i == 0 ? 0 : i == 1 ? 8 : i == 2 ? 20 : i == 3 ? 33
-                   : (size_t)(st_rnd(&seed) % len);
+                   : (size_t)(tc_splitmix64(&seed) % len);
         P("%s/trunc/t%03d.png", dir, i);
-        st_write_file(path, png, cut);
+        tc_write_file(path, png, cut);
         count++;
         /* bit flips: 1..8 random bits anywhere (mostly caught by CRCs) */
         unsigned char *f = malloc(len);
         memcpy(f, png, len);
-        int nb = 1 + (int)(st_rnd(&seed) % 8);
+        int nb = 1 + (int)(tc_splitmix64(&seed) % 8);
         for (int b = 0; b < nb; b++) {
-            size_t at = 8 + (size_t)(st_rnd(&seed) % (len - 8));
-            f[at] ^= (unsigned char)(1u << (st_rnd(&seed) % 8));
+            size_t at = 8 + (size_t)(tc_splitmix64(&seed) % (len - 8));
+            f[at] ^= (unsigned char)(1u << (tc_splitmix64(&seed) % 8));
         }
         P("%s/flip/f%03d.png", dir, i);
-        st_write_file(path, f, len);
+        tc_write_file(path, f, len);
         count++;
         /* bit flips inside the IDAT data with the CRC fixed, so the
          * flips reach zlib and the filter/unpack code */
@@ -417,24 +390,24 @@ int cmd_gen_hostile(int argc, char **argv)
                 break;
             if (!memcmp(f + o + 4, "IDAT", 4) && cl > 2) {
                 for (int b = 0; b < nb; b++) {
-                    size_t at = o + 8 + 2 + (size_t)(st_rnd(&seed) % (cl - 2));
-                    f[at] ^= (unsigned char)(1u << (st_rnd(&seed) % 8));
+                    size_t at = o + 8 + 2 + (size_t)(tc_splitmix64(&seed) % (cl - 2));
+                    f[at] ^= (unsigned char)(1u << (tc_splitmix64(&seed) % 8));
                 }
                 put_chunk(f + o, "IDAT", f + o + 8, cl);
             }
             o += 12 + cl;
         }
         P("%s/flip/c%03d.png", dir, i);
-        st_write_file(path, f, len);
+        tc_write_file(path, f, len);
         count++;
         /* random bytes after a valid signature and IHDR */
-        size_t fl = 33 + (size_t)(st_rnd(&seed) % 2000);
+        size_t fl = 33 + (size_t)(tc_splitmix64(&seed) % 2000);
         unsigned char *r = malloc(fl);
         memcpy(r, png, 33 < len ? 33 : len);
         for (size_t k = 33; k < fl; k++)
-            r[k] = (unsigned char)st_rnd(&seed);
+            r[k] = (unsigned char)tc_splitmix64(&seed);
         P("%s/fuzz/z%03d.png", dir, i);
-        st_write_file(path, r, fl);
+        tc_write_file(path, r, fl);
         count++;
         free(r);
         free(f);
@@ -450,9 +423,9 @@ int cmd_gen_hostile(int argc, char **argv)
     count += 6;
     /* odd entries */
     P("%s/odd/zero.png", dir);
-    st_write_file(path, "", 0);
+    tc_write_file(path, "", 0);
     P("%s/odd/notpng.png", dir);
-    st_write_file(path, "this is not a PNG\n", 18);
+    tc_write_file(path, "this is not a PNG\n", 18);
     P("%s/odd/x.png", dir);
     mkdir(path, 0755); /* a directory named x.png */
     P("%s/odd/x.png/inner.png", dir);
@@ -460,25 +433,25 @@ int cmd_gen_hostile(int argc, char **argv)
         unsigned char *png;
         size_t len;
         st_random_png(&seed, 7, 8, 16, &png, &len);
-        st_write_file(path, png, len);
+        tc_write_file(path, png, len);
         /* a 255-byte name: 251 + ".png", shown as 250 + ".l3" */
         char name[256];
         memset(name, 'n', 251);
         memcpy(name + 251, ".png", 5);
         P("%s/odd/%s", dir, name);
-        st_write_file(path, png, len);
+        tc_write_file(path, png, len);
         /* 255-byte name without .png (pass-through) */
         memset(name, 'p', 255);
         name[255] = 0;
         P("%s/odd/%s", dir, name);
-        st_write_file(path, png, len);
+        tc_write_file(path, png, len);
         /* 50 levels of nesting with a PNG at the bottom */
         size_t o = (size_t)P("%s/deep", dir);
         for (int l = 0; l < 50; l++)
             o += (size_t)st_fmt(path + o, sizeof path - o, "/l%02d", l);
         st_mkdirs(path);
         st_fmt(path + o, sizeof path - o, "/bottom.png");
-        st_write_file(path, png, len);
+        tc_write_file(path, png, len);
         free(png);
     }
     P("%s/odd/fifo.png", dir);
@@ -608,7 +581,7 @@ int cmd_gen_variant(int argc, char **argv)
     size_t len;
     if (st_png_encode(&im, px, &out, &len) < 0)
         return 1;
-    int r = st_write_file(argv[2], out, len);
+    int r = tc_write_file(argv[2], out, len);
     free(out);
     free(px);
     free(rows);

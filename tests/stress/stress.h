@@ -5,6 +5,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tc_file.h" /* tc_write_file */
+#include "tc_rand.h" /* tc_splitmix64 */
+
 struct st_img {
     uint32_t w, h;
     int ctype, depth, channels, interlace;
@@ -13,11 +16,9 @@ struct st_img {
     uint16_t key[3];
 };
 
-uint64_t st_rnd(uint64_t *s);
 /* vsnprintf that tolerates truncation (paths are checked by the syscalls) */
 int st_fmt(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int st_mkdirs(const char *path);
-int st_write_file(const char *path, const void *data, size_t len);
 int st_png_encode(const struct st_img *im, const void *pixels, unsigned char **out_ret,
                   size_t *len_ret);
 int st_random_png(uint64_t *seed, int k, uint32_t mindim, uint32_t maxdim,

@@ -684,10 +684,10 @@ static void *load_worker(void *arg)
             if (i >= c->nfiles)
                 break;
         } else {
-            i = (size_t)(st_rnd(&t->seed) % c->nfiles);
+            i = (size_t)(tc_splitmix64(&t->seed) % c->nfiles);
         }
         struct ent *e = c->files[i];
-        const char *mnt = c->mnts[c->nmnt > 1 ? (int)(st_rnd(&t->seed) % 2) : 0];
+        const char *mnt = c->mnts[c->nmnt > 1 ? (int)(tc_splitmix64(&t->seed) % 2) : 0];
         st_fmt(path, sizeof path, "%s/%s", mnt, e->mnt);
         atomic_store(&op_path[t->id], e->mnt);
         uint64_t t0 = now_ns();
@@ -787,7 +787,7 @@ static int cmd_load(int argc, char **argv)
     /* shuffle so a pass does not walk directories in order */
     uint64_t seed = 12345;
     for (size_t i = c.nfiles - 1; i > 0; i--) {
-        size_t j = (size_t)(st_rnd(&seed) % (i + 1));
+        size_t j = (size_t)(tc_splitmix64(&seed) % (i + 1));
         struct ent *t = c.files[i];
         c.files[i] = c.files[j];
         c.files[j] = t;
