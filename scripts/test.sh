@@ -5,6 +5,10 @@
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build, all tests
 #   3. bounded libFuzzer runs of the decoders (clang)
 # Exits non-zero when anything fails. Build dirs: build-test, build-asan, build-fuzz.
+# Ends with "tests: P passed, F failed, S skipped", counted case by case (each Criterion
+# test and Python unittest case: they report in TAP), and every skipped case with its
+# reason (scripts/test-totals.py). scripts/without-fuse.sh runs it as if /dev/fuse
+# were missing.
 # Environment: L3_FUZZ_SECONDS (default 20 per harness), L3_TEST_STEPS (default "main asan fuzz").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,19 +21,9 @@ scripts/fetch-pngsuite.sh || echo "== warning: PngSuite not fetched; its codec t
 
 jobs=$(nproc)
 steps=${L3_TEST_STEPS:-main asan fuzz}
-passed=0; failed=0; skipped=0
-count() { # build dir: adds its meson test results to the totals
-  local r
-  r=$(/usr/bin/python3 -c '
-import json, sys
-p = f = s = 0
-for line in open(sys.argv[1]):
-    res = json.loads(line).get("result", "")
-    if res in ("OK", "EXPECTEDFAIL"): p += 1
-    elif res == "SKIP": s += 1
-    else: f += 1
-print(p, f, s)' "$1/meson-logs/testlog.json")
-  set -- $r; passed=$((passed + $1)); failed=$((failed + $2)); skipped=$((skipped + $3))
+ran=() # build dirs whose tests ran
+totals() { # every test case of those runs, skips with their reasons (scripts/test-totals.py)
+  [ ${#ran[@]} -eq 0 ] || /usr/bin/python3 scripts/test-totals.py "${ran[@]}"
 }
 setup() { # dir, args...
   local d=$1; shift
@@ -42,15 +36,15 @@ for step in $steps; do
     echo "== build (werror) + tests"
     setup build-test -Dwerror=true -Dbuildtype=debugoptimized
     meson compile -C build-test -j "$jobs"
-    meson test -C build-test --print-errorlogs --num-processes "$jobs" || { count build-test; echo "tests: $passed passed, $failed failed, $skipped skipped"; exit 1; }
-    count build-test
+    ran+=(build-test)
+    meson test -C build-test --print-errorlogs --num-processes "$jobs" || { totals; exit 1; }
     ;;
   asan)
     echo "== ASan+UBSan build + tests"
     setup build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dgpu=disabled -Dbuildtype=debug
     meson compile -C build-asan -j "$jobs"
-    meson test -C build-asan --print-errorlogs --num-processes "$jobs" --timeout-multiplier 4 || { count build-asan; echo "tests: $passed passed, $failed failed, $skipped skipped"; exit 1; }
-    count build-asan
+    ran+=(build-asan)
+    meson test -C build-asan --print-errorlogs --num-processes "$jobs" --timeout-multiplier 4 || { totals; exit 1; }
     ;;
   fuzz)
     echo "== bounded fuzz runs"
@@ -63,4 +57,4 @@ for step in $steps; do
   esac
 done
 echo "== all test steps passed: $steps"
-echo "tests: $passed passed, $failed failed, $skipped skipped"
+totals

@@ -392,4 +392,7 @@ def _worker_decode(bufs):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+    import tap  # noqa: E402 - each case in TAP, skips with their reasons
+
+    tap.main()

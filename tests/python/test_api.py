@@ -6,6 +6,7 @@ import ast
 import inspect
 import os
 import pickle
+import sys
 import unittest
 import warnings
 
@@ -201,4 +202,7 @@ class DecodeOptions(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+    import tap  # noqa: E402 - each case in TAP, skips with their reasons
+
+    tap.main()
