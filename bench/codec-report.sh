@@ -24,6 +24,8 @@ describe() {
     renders-2048) echo "GNOME background art rendered to 2048x1024 RGB." ;;
     wallpapers) echo "Every PNG of at least 20 kB in ukui-wallpapers, sway-backgrounds and desktop-base: RGB, RGBA and palette, 200x184 to 3840x2400." ;;
     pngsuite) echo "PngSuite (every colour type, bit depth, interlacing; tiny images)." ;;
+    photos-unseen-2048) echo "Photos the encoder was not tuned on (lomiri-wallpapers-16.04/-20.04, plasma-workspace-wallpapers), 2048x1024 RGB." ;;
+    photos-heldout-2048) echo "Every third of those, held out: not looked at while tuning." ;;
     esac
 }
 
@@ -38,7 +40,7 @@ cells() {
 echo "Machine: $(nproc) cores, $(uname -m); load average at start: $(cut -d' ' -f1-3 /proc/loadavg);"
 echo "\`$l3 --version\`: $($l3 --version 2>&1 | head -1). Wall clock, best of $reps runs."
 echo
-for d in photos-2048 photos renders-2048 wallpapers pngsuite; do
+for d in photos-2048 photos photos-unseen-2048 photos-heldout-2048 renders-2048 wallpapers pngsuite; do
     [ -d "$corpus/$d" ] || continue
     echo "### $d"
     echo

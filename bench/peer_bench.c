@@ -4,8 +4,9 @@
  *
  * For every 8-bit RGB or RGBA PNG (the formats every peer stores; other PNGs
  * are counted and left out): libpng decodes it once for the reference pixels;
- * QOI, WebP lossless (libwebp's defaults), JPEG XL lossless (libjxl, effort 1)
- * and L3 (default settings) encode those pixels once. Then RUNS interleaved
+ * QOI, WebP lossless (as WebPEncodeLosslessRGB, plus exact), JPEG XL lossless (libjxl, effort 1)
+ * and L3 (default settings) encode those pixels once (WebP with `exact`, so that
+ * RGB under alpha 0 is kept). Then RUNS interleaved
  * rounds time every decoder on the file: libpng, libspng, QOI, WebP, JPEG XL,
  * L3 with one thread and with THREADS threads, and the L3 encoder (one thread).
  * Each decoder's output is compared with libpng's pixels byte for byte; any
@@ -137,6 +138,37 @@ out:
     return rc;
 }
 
+/* WebP lossless as libwebp's simple API encodes it (WebPEncodeLosslessRGB:
+ * default preset, quality 70), plus `exact`: RGB kept under alpha 0, which the
+ * simple API may change. */
+static size_t enc_webp(const unsigned char *px, unsigned w, unsigned h, unsigned ch,
+                       uint8_t **o)
+{
+    WebPConfig cfg;
+    WebPPicture pic;
+    WebPMemoryWriter wr;
+    if (!WebPConfigPreset(&cfg, WEBP_PRESET_DEFAULT, 70.f) || !WebPPictureInit(&pic))
+        return 0;
+    cfg.lossless = 1;
+    cfg.exact = 1;
+    pic.use_argb = 1;
+    pic.width = (int)w;
+    pic.height = (int)h;
+    int ok = ch == 3 ? WebPPictureImportRGB(&pic, px, (int)(w * 3))
+                     : WebPPictureImportRGBA(&pic, px, (int)(w * 4));
+    WebPMemoryWriterInit(&wr);
+    pic.writer = WebPMemoryWrite;
+    pic.custom_ptr = &wr;
+    ok = ok && WebPEncode(&cfg, &pic);
+    WebPPictureFree(&pic);
+    if (!ok) {
+        WebPMemoryWriterClear(&wr);
+        return 0;
+    }
+    *o = wr.mem;
+    return wr.size;
+}
+
 static int enc_jxl(const unsigned char *px, unsigned w, unsigned h, unsigned ch, uint8_t **o,
                    size_t *on)
 {
@@ -236,8 +268,7 @@ static int bench_file(const char *path, unsigned runs, unsigned threads, struct 
     int qn = 0;
     void *qoi = qoi_encode(ref, &qd, &qn);
     uint8_t *webp = NULL, *jxl = NULL;
-    size_t wn = ch == 3 ? WebPEncodeLosslessRGB(ref, (int)w, (int)h, (int)(w * 3), &webp)
-                        : WebPEncodeLosslessRGBA(ref, (int)w, (int)h, (int)(w * 4), &webp);
+    size_t wn = enc_webp(ref, w, h, ch, &webp);
     size_t jn = 0;
     int jst = enc_jxl(ref, w, h, ch, &jxl, &jn);
     void *l3 = NULL;
