@@ -1,5 +1,6 @@
 /* cmd_warm.c — `l3fs warm MOUNTPOINT [PATH] [-j N]`: opens every .l3 under
- * the mount in N threads so that each is encoded ahead of use. */
+ * the mount (every .png too on a --keep-names mount) in N threads so that
+ * each is encoded ahead of use. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include "l3fs.h"
 
 struct warm {
+    int keep_names;     /* the mount shows encoded PNGs under their .png names */
     char **files;
     size_t n, cap;
     uint64_t *sizes;
@@ -73,7 +75,7 @@ static int walk(struct warm *w, int dirfd, char *path, size_t plen, int top)
                 close(sub);
             }
         } else if ((de->d_type == DT_REG || de->d_type == DT_UNKNOWN) &&
-                   l3fs_has_l3_ext(nm, NULL)) {
+                   (l3fs_has_l3_ext(nm, NULL) || (w->keep_names && l3fs_has_png_ext(nm, NULL)))) {
             r = add_file(w, path);
         }
         path[plen] = '\0';
@@ -201,6 +203,8 @@ int l3fs_cmd_warm(int argc, char **argv)
         snprintf(root, sizeof root, "%s", mnt);
     struct warm w;
     memset(&w, 0, sizeof w);
+    double keep = 0;
+    w.keep_names = stats_number(mnt, "keep_names", &keep) == 0 && keep != 0;
     pthread_mutex_init(&w.out_lock, NULL);
     w.tty = isatty(2);
     clock_gettime(CLOCK_MONOTONIC, &w.t0);

@@ -43,6 +43,8 @@ char *ctl_render(struct l3fs_daemon *d, int id)
     memset(&s, 0, sizeof s);
     s.version = L3FS_VERSION_STRING;
     s.source = d->opts->source;
+    s.mountpoint = d->opts->mountpoint;
+    s.keep_names = d->opts->keep_names;
     s.cache_dir = d->opts->cache_dir;
     s.uptime_s = (double)l3fs_ns_since(&d->start) / 1e9;
     snapshot_fs(d, &s);

@@ -200,10 +200,16 @@ size_t dirh_read(struct l3fs_daemon *d, struct dirh *dh, fuse_req_t req, char *b
         const char *name = dh->names[i];
         char shown[256];
         int kind = NK_SRC;
-        if (dh->types[i] != DT_DIR && l3fs_has_png_ext(name, NULL) &&
-            l3fs_png_shown_as_l3(&probe, name) && l3fs_l3_name(name, shown) == 0)
-            kind = NK_L3;
-        const char *vis = kind == NK_L3 ? shown : name;
+        const char *vis = name;
+        if (dh->types[i] != DT_DIR && l3fs_has_png_ext(name, NULL)) {
+            if (d->opts->keep_names) { /* encoded under its own name */
+                if (probe.qualifies(probe.ctx, name))
+                    kind = NK_L3;
+            } else if (l3fs_png_shown_as_l3(&probe, name) && l3fs_l3_name(name, shown) == 0) {
+                kind = NK_L3;
+                vis = shown;
+            }
+        }
         struct fuse_entry_param e;
         memset(&e, 0, sizeof e);
         e.attr.st_ino = kind == NK_L3 ? dh->inos[i] ^ L3_INO_BIT : dh->inos[i];

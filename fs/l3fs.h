@@ -48,6 +48,8 @@ struct l3fs_options {
     int log_level;         /* --log-level error|warn|info|debug */
     int use_syslog;        /* --syslog */
     int no_watch;          /* --no-watch: no inotify, timeouts only */
+    int keep_names;        /* --keep-names: x.png shows the L3 bytes (no x.l3 names) */
+    char *log_file;        /* --log-file FILE (absolute), NULL: stderr / syslog */
     int foreground;        /* -f */
     int debug;             /* -d (libfuse request tracing, implies -f) */
     int singlethread;      /* -s */
@@ -59,6 +61,13 @@ struct l3fs_options {
  * when --help or --version was handled (nothing to mount). */
 int l3fs_parse_args(int argc, char **argv, struct l3fs_options *opts_ret);
 void l3fs_options_free(struct l3fs_options *opts);
+/* Refuses a mountpoint l3fs must not mount on, with one line on stderr that
+ * says what to do: a live FUSE mount there already (-EBUSY), a mountpoint
+ * inside the source or equal to it (-ELOOP). MOUNTINFO is the mount table to
+ * read (NULL: /proc/self/mountinfo). A dead FUSE mount there (its daemon
+ * killed: ENOTCONN) is refused too (-ENOTCONN), saying to fusermount3 -u it.
+ * 0 when fine. */
+int l3fs_check_mountpoint(const struct l3fs_options *opts, const char *mountinfo);
 /* Prints the usage text. */
 void l3fs_usage(const char *prog, int full);
 /* "error", "warn", "info", "debug" -> enum l3fs_log_level, or -1. */
@@ -156,7 +165,9 @@ struct l3fs_fs_counters {
 struct l3fs_snapshot {
     const char *version;
     const char *source;
+    const char *mountpoint;         /* the mount label of the metrics (NULL: none) */
     const char *cache_dir;
+    int keep_names;                 /* --keep-names (stats.json: 0 or 1) */
     double uptime_s;
     struct l3fs_fs_counters fs;
     uint64_t encode_count, encode_p50_ns, encode_p90_ns, encode_p99_ns, encode_max_ns,

@@ -6,9 +6,14 @@
 
 #include "l3fs.h"
 
-/* Logging (fs/log.c): to stderr, or to syslog after --syslog or when running
- * in the background. Only the daemon logs; the libraries never do. */
-void l3fs_log_setup(int level, int use_syslog);
+/* Logging (fs/log.c): to stderr, to --log-file, or to syslog after --syslog
+ * or when running in the background (CACHE_DIR/l3fs.log where /dev/log is
+ * missing, said on stderr). Only the daemon logs; the libraries never do.
+ * Both return 0, or -1 after one line on stderr (the log cannot be opened). */
+int l3fs_log_setup(const struct l3fs_options *opts);
+/* Going to the background: stderr is about to go; syslog (or the fallback)
+ * unless a log file is open already. Call while stderr is still the terminal. */
+int l3fs_log_background(const struct l3fs_options *opts);
 void l3fs_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define LOG_E(...) l3fs_log(L3FS_LOG_ERROR, __VA_ARGS__)
 #define LOG_W(...) l3fs_log(L3FS_LOG_WARN, __VA_ARGS__)

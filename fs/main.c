@@ -26,7 +26,14 @@ int main(int argc, char **argv)
         return 0;
     if (r < 0)
         return 2;
-    l3fs_log_setup(o.log_level, o.use_syslog);
+    if (l3fs_check_mountpoint(&o, NULL) < 0) {
+        l3fs_options_free(&o);
+        return 2;
+    }
+    if (l3fs_log_setup(&o) < 0) {
+        l3fs_options_free(&o);
+        return 1;
+    }
 
     int status;
     if (o.foreground) {

@@ -58,6 +58,11 @@ static int lookup_source_name(struct l3fs_daemon *d, struct node *p, const char 
     struct probe_ctx pc;
     probe_init(d, &probe, &pc, p->fd, p->relpath);
     *srcname_ret = name;
+    if (d->opts->keep_names) { /* a qualifying PNG keeps its name, with L3 bytes */
+        int q = l3fs_has_png_ext(name, NULL) && probe.qualifies(probe.ctx, name);
+        probe_done(&pc);
+        return q ? NK_L3 : NK_SRC;
+    }
     if (l3fs_has_l3_ext(name, NULL)) {
         int r = l3fs_resolve_l3(&probe, name, srcbuf);
         if (r < 0)

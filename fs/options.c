@@ -26,6 +26,8 @@ int l3fs_parse_log_level(const char *s)
 void l3fs_usage(const char *prog, int full)
 {
     FILE *out = full ? stdout : stderr;
+    const char *base = strrchr(prog, '/');
+    prog = base ? base + 1 : prog; /* the command's name, as the man page shows it */
     fprintf(out,
             "usage: %s SOURCE MOUNTPOINT [options]\n"
             "       %s stats MOUNTPOINT\n"
@@ -45,7 +47,8 @@ void l3fs_usage(const char *prog, int full)
             "  --cache-size SIZE     cap on cached objects: 50G, 512M, 10%% (default: none)\n"
             "  --exclude GLOB        keep matching PNGs as PNG (repeatable); a glob with '/'\n"
             "                        matches the path under SOURCE, else the file name\n"
-            "  --jobs N, --threads N encodes running at once (default: number of CPUs)\n"
+            "  --jobs N, --threads N\n"
+            "                        encodes running at once (default: number of CPUs)\n"
             "  --encode-threads N    threads inside one encode (default: number of CPUs)\n"
             "  --effort E            encoder effort: -1 fastest first access (no LZ\n"
             "                        planes), 0 default, 2 smallest files, slow\n"
@@ -55,9 +58,14 @@ void l3fs_usage(const char *prog, int full)
             "  --timeout SEC         kernel entry/attribute timeout of .l3 files (default 10)\n"
             "  --dir-timeout SEC     the same for directories and other files (default 1)\n"
             "  --no-watch            no inotify: source changes show after the timeouts only\n"
+            "  --keep-names          show an encoded PNG under its own name (x.png holds L3\n"
+            "                        bytes) instead of x.l3, for loaders with *.png globs;\n"
+            "                        tools that trust the extension then misread it\n"
             "  --fsync none|object|all  cache durability policy (default object)\n"
             "  --log-level LEVEL     error, warn, info, debug (default warn)\n"
-            "  --syslog              log to syslog (default when in the background)\n"
+            "  --log-file FILE       append log lines to FILE (in the foreground too)\n"
+            "  --syslog              log to syslog (default in the background; without\n"
+            "                        /dev/log: CACHE_DIR/l3fs.log, said at start)\n"
             "  -f                    stay in the foreground\n"
             "  -d                    trace FUSE requests (implies -f, log level debug)\n"
             "  -s                    single-threaded request loop\n"
@@ -179,7 +187,7 @@ static int add_fuse_opt(struct l3fs_options *o, const char *opt)
 static const char *const valued[] = {"cache-dir", "cache-size", "exclude", "jobs",
                                      "threads", "encode-threads", "max-threads", "timeout",
                                      "dir-timeout", "fsync", "log-level", "max-pixels",
-                                     "max-memory", "effort", NULL};
+                                     "max-memory", "effort", "log-file", NULL};
 
 static int is_valued(const char *name)
 {
@@ -200,6 +208,10 @@ static int apply(struct l3fs_options *o, const char *name, const char *v)
         o->no_watch = 1;
         return 0;
     }
+    if (strcmp(name, "keep-names") == 0) {
+        o->keep_names = 1;
+        return 0;
+    }
     if (!is_valued(name))
         return 1;
     if (!v) {
@@ -210,6 +222,8 @@ static int apply(struct l3fs_options *o, const char *name, const char *v)
         return set_str(&o->cache_dir, v);
     if (!strcmp(name, "cache-size"))
         return set_str(&o->cache_size, v);
+    if (!strcmp(name, "log-file"))
+        return set_str(&o->log_file, v);
     if (!strcmp(name, "exclude")) {
         char **e = realloc(o->excludes, (o->n_excludes + 1) * sizeof *e);
         if (!e)
@@ -282,6 +296,113 @@ static int ignored_mount_opt(const char *name)
     return strncmp(name, "x-", 2) == 0 || strncmp(name, "comment=", 8) == 0;
 }
 
+/* The FUSE and kernel mount options a low-level libfuse 3 session accepts
+ * (fuse_session_new + fuse_session_mount); "=" ends a valued one. Anything
+ * else in -o is a typo, refused here in one line instead of by libfuse. */
+static const char *const fuse_known[] = {
+    "allow_other", "allow_root", "default_permissions", "auto_unmount", "blkdev", "blksize=",
+    "fsname=", "subtype=", "max_read=", "context=", "fscontext=", "defcontext=",
+    "rootcontext=", "debug", "rw", "ro", "suid", "nosuid", "dev", "nodev", "exec", "noexec",
+    "async", "sync", "dirsync", "atime", "noatime", "diratime", "nodiratime", "lazytime",
+    "nolazytime", "relatime", "norelatime", "strictatime", "nostrictatime", NULL};
+
+/* l3fs's own -o names (as written in -o: '_' for '-'), for suggestions. */
+static const char *const l3fs_flags[] = {"syslog", "no_watch", "keep_names", NULL};
+
+static int fuse_opt_known(const char *item)
+{
+    const char *eq = strchr(item, '=');
+    size_t n = eq ? (size_t)(eq - item) : strlen(item);
+    for (int i = 0; fuse_known[i]; i++) {
+        size_t k = strlen(fuse_known[i]);
+        int valued_opt = fuse_known[i][k - 1] == '=';
+        if (valued_opt ? (eq && n == k - 1 && !strncmp(item, fuse_known[i], n))
+                       : (!eq && n == k && !strcmp(item, fuse_known[i])))
+            return 1;
+    }
+    return 0;
+}
+
+/* Edit distance of a[0..n) and b, capped at 3 (enough for suggestions). */
+static int distance(const char *a, size_t n, const char *b)
+{
+    size_t m = strlen(b);
+    if (n > 63 || m > 63)
+        return 3;
+    int row[64];
+    for (size_t j = 0; j <= m; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= n; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= m; j++) {
+            int up = row[j];
+            int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            int v = diag + cost;
+            if (row[j] + 1 < v)
+                v = row[j] + 1;
+            if (row[j - 1] + 1 < v)
+                v = row[j - 1] + 1;
+            row[j] = v;
+            diag = up;
+        }
+    }
+    return row[m] < 3 ? row[m] : 3;
+}
+
+/* One line for an unknown -o item, with the closest known name. */
+static void unknown_o(const char *item)
+{
+    const char *eq = strchr(item, '=');
+    size_t n = eq ? (size_t)(eq - item) : strlen(item);
+    const char *best = NULL;
+    int bd = 3;
+    char cand[64];
+    for (int i = 0; valued[i]; i++) {
+        snprintf(cand, sizeof cand, "%s", valued[i]);
+        for (char *c = cand; *c; c++)
+            if (*c == '-')
+                *c = '_';
+        int dd = distance(item, n, cand);
+        if (dd < bd) {
+            bd = dd;
+            best = valued[i];
+        }
+    }
+    for (int i = 0; l3fs_flags[i]; i++) {
+        int dd = distance(item, n, l3fs_flags[i]);
+        if (dd < bd) {
+            bd = dd;
+            best = l3fs_flags[i];
+        }
+    }
+    for (int i = 0; fuse_known[i]; i++) {
+        size_t k = strlen(fuse_known[i]);
+        snprintf(cand, sizeof cand, "%.*s", (int)(fuse_known[i][k - 1] == '=' ? k - 1 : k),
+                 fuse_known[i]);
+        int dd = distance(item, n, cand);
+        if (dd < bd) {
+            bd = dd;
+            best = fuse_known[i];
+        }
+    }
+    if (best) {
+        char shown[64];
+        snprintf(shown, sizeof shown, "%s", best);
+        for (char *c = shown; *c; c++)
+            if (*c == '-')
+                *c = '_';
+        size_t k = strlen(shown);
+        if (k && shown[k - 1] == '=')
+            shown[k - 1] = '\0';
+        fprintf(stderr, "l3fs: unknown mount option '%s' (did you mean '%s'?); "
+                        "'l3fs --help' lists the options\n", item, shown);
+    } else {
+        fprintf(stderr, "l3fs: unknown mount option '%s'; 'l3fs --help' lists the options\n",
+                item);
+    }
+}
+
 /* One -o list: "a,b=c,exclude=*.x\,y" (backslash escapes a comma). */
 static int apply_o_list(struct l3fs_options *o, const char *list)
 {
@@ -320,6 +441,11 @@ static int apply_o_list(struct l3fs_options *o, const char *list)
         }
         if (ignored_mount_opt(item))
             continue;
+        if (!fuse_opt_known(item)) {
+            unknown_o(item);
+            r = -EINVAL;
+            break;
+        }
         r = add_fuse_opt(o, item);
     }
     free(item);
@@ -332,6 +458,7 @@ void l3fs_options_free(struct l3fs_options *o)
     free(o->mountpoint);
     free(o->cache_dir);
     free(o->cache_size);
+    free(o->log_file);
     for (size_t i = 0; i < o->n_excludes; i++)
         free(o->excludes[i]);
     free(o->excludes);
@@ -439,10 +566,25 @@ int l3fs_parse_args(int argc, char **argv, struct l3fs_options *o)
         } else if (!(o->source = strdup(buf))) {
             r = -ENOMEM;
         } else if (!realpath(pos[1], buf)) {
-            fprintf(stderr, "l3fs: mountpoint %s: %s\n", pos[1], strerror(errno));
+            if (errno == ENOTCONN) /* a FUSE mount whose daemon is gone (kill -9) */
+                fprintf(stderr, "l3fs: %s is a dead FUSE mount (its daemon exited): "
+                                "run 'fusermount3 -u %s' first, then mount again\n",
+                        pos[1], pos[1]);
+            else
+                fprintf(stderr, "l3fs: mountpoint %s: %s\n", pos[1], strerror(errno));
             r = -EINVAL;
         } else if (!(o->mountpoint = strdup(buf))) {
             r = -ENOMEM;
+        }
+    }
+    if (r >= 0 && o->log_file && o->log_file[0] != '/') {
+        char buf[PATH_MAX];
+        if (!getcwd(buf, sizeof buf) || strlen(buf) + strlen(o->log_file) + 2 > sizeof buf) {
+            r = -ENAMETOOLONG;
+        } else {
+            strcat(buf, "/");
+            strcat(buf, o->log_file);
+            r = set_str(&o->log_file, buf);
         }
     }
     if (r >= 0 && !o->cache_dir && !(o->cache_dir = default_cache_dir()))

@@ -118,11 +118,11 @@ static void fuse_opt_list(const struct l3fs_options *opts, char *fopts, size_t c
  * let go of the terminal. */
 static void detach(struct l3fs_daemon *d, int ready_fd)
 {
+    (void)l3fs_log_background(d->opts); /* first: it may say where the log goes */
     char ok = 0;
     if (write(ready_fd, &ok, 1) != 1)
         LOG_W("cannot notify the starting process");
     close(ready_fd);
-    l3fs_log_setup(d->opts->log_level, 1);
     int nfd = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (nfd >= 0) {
         dup2(nfd, 0);

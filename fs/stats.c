@@ -164,6 +164,7 @@ char *l3fs_render_json(const struct l3fs_snapshot *s)
     sb_json_str(&b, s->source);
     sb_printf(&b, ",\n  \"cache_dir\": ");
     sb_json_str(&b, s->cache_dir);
+    sb_printf(&b, ",\n  \"keep_names\": %d", s->keep_names ? 1 : 0);
     sb_printf(&b, ",\n  \"uptime_s\": %.3f,\n", s->uptime_s);
     const struct l3fs_fs_counters *f = &s->fs;
     const char *sep = "";
@@ -199,50 +200,93 @@ char *l3fs_render_json(const struct l3fs_snapshot *s)
     return sb_finish(&b);
 }
 
+/* A Prometheus label value: backslash, double quote and newline escaped. */
+static void sb_label(struct sbuf *b, const char *name, const char *v)
+{
+    sb_printf(b, "%s%s=\"", b->len && b->p[b->len - 1] != '{' ? "," : "", name);
+    for (; *v; v++) {
+        if (*v == '\\' || *v == '"')
+            sb_printf(b, "\\%c", *v);
+        else if (*v == '\n')
+            sb_printf(b, "\\n");
+        else
+            sb_printf(b, "%c", *v);
+    }
+    sb_printf(b, "\"");
+}
+
+/* The Prometheus name of a cache counter: bytes_X -> X_bytes (one suffix
+ * order for every byte counter: l3fs_cache_served_bytes_total beside
+ * l3fs_served_bytes_total). */
+static void cache_metric(char *out, size_t cap, const char *field)
+{
+    if (!strncmp(field, "bytes_", 6))
+        snprintf(out, cap, "l3fs_cache_%s_bytes_total", field + 6);
+    else
+        snprintf(out, cap, "l3fs_cache_%s_total", field);
+}
+
+/* Every sample carries mount="MOUNTPOINT",source="SOURCE", so that the files of
+ * two mounts in one node-exporter textfile directory do not collide. */
 char *l3fs_render_prometheus(const struct l3fs_snapshot *s)
 {
+    struct sbuf id = {0}; /* the identifying labels, without braces */
+    sb_printf(&id, "{");
+    if (s->mountpoint)
+        sb_label(&id, "mount", s->mountpoint);
+    if (s->source)
+        sb_label(&id, "source", s->source);
+    char *ids = sb_finish(&id);
+    if (!ids)
+        return NULL;
+    const char *L = ids + 1, *sep = ids[1] ? "," : "";
     struct sbuf b = {0};
     const struct l3fs_fs_counters *f = &s->fs;
-#define ONE(field, prom, help)                                                        \
-    sb_printf(&b, "# HELP " prom " " help "\n# TYPE " prom " counter\n" prom " %" PRIu64 "\n", \
-              f->field);
+#define ONE(field, prom, help)                                                               \
+    sb_printf(&b, "# HELP " prom " " help "\n# TYPE " prom " counter\n" prom "{%s} %" PRIu64 \
+                  "\n", L, f->field);
     L3FS_FS_COUNTERS(ONE)
 #undef ONE
     sb_printf(&b, "# HELP l3fs_uptime_seconds Seconds since the mount.\n"
-                  "# TYPE l3fs_uptime_seconds gauge\nl3fs_uptime_seconds %.3f\n",
-              s->uptime_s);
+                  "# TYPE l3fs_uptime_seconds gauge\nl3fs_uptime_seconds{%s} %.3f\n",
+              L, s->uptime_s);
     sb_printf(&b,
               "# HELP l3fs_encode_seconds Time to encode one PNG (recent encodes).\n"
               "# TYPE l3fs_encode_seconds summary\n"
-              "l3fs_encode_seconds{quantile=\"0.5\"} %.6f\n"
-              "l3fs_encode_seconds{quantile=\"0.9\"} %.6f\n"
-              "l3fs_encode_seconds{quantile=\"0.99\"} %.6f\n"
-              "l3fs_encode_seconds{quantile=\"1\"} %.6f\n"
-              "l3fs_encode_seconds_sum %.6f\nl3fs_encode_seconds_count %" PRIu64 "\n",
-              s->encode_p50_ns / 1e9, s->encode_p90_ns / 1e9, s->encode_p99_ns / 1e9,
-              s->encode_max_ns / 1e9, s->encode_sum_ns / 1e9, s->encode_count);
+              "l3fs_encode_seconds{%s%squantile=\"0.5\"} %.6f\n"
+              "l3fs_encode_seconds{%s%squantile=\"0.9\"} %.6f\n"
+              "l3fs_encode_seconds{%s%squantile=\"0.99\"} %.6f\n"
+              "l3fs_encode_seconds{%s%squantile=\"1\"} %.6f\n"
+              "l3fs_encode_seconds_sum{%s} %.6f\nl3fs_encode_seconds_count{%s} %" PRIu64 "\n",
+              L, sep, s->encode_p50_ns / 1e9, L, sep, s->encode_p90_ns / 1e9, L, sep,
+              s->encode_p99_ns / 1e9, L, sep, s->encode_max_ns / 1e9, L, s->encode_sum_ns / 1e9,
+              L, s->encode_count);
     if (s->have_cache) {
-#define ONE(name, desc)                                                               \
-    sb_printf(&b,                                                                     \
-              "# HELP l3fs_cache_" #name "_total Cache: " desc                       \
-              " (scope instance: this mount; total: the cache directory).\n"          \
-              "# TYPE l3fs_cache_" #name "_total counter\n"                           \
-              "l3fs_cache_" #name "_total{scope=\"instance\"} %" PRIu64 "\n"          \
-              "l3fs_cache_" #name "_total{scope=\"total\"} %" PRIu64 "\n",            \
-              s->cache_instance.name, s->cache_total.name);
+        char m[96];
+#define ONE(name, desc)                                                                   \
+    cache_metric(m, sizeof m, #name);                                                     \
+    sb_printf(&b,                                                                         \
+              "# HELP %s Cache: " desc                                                    \
+              " (scope instance: this mount; total: the cache directory).\n"              \
+              "# TYPE %s counter\n%s{%s%sscope=\"instance\"} %" PRIu64 "\n"               \
+              "%s{%s%sscope=\"total\"} %" PRIu64 "\n",                                     \
+              m, m, m, L, sep, s->cache_instance.name, m, L, sep, s->cache_total.name);
         L3CACHE_COUNTERS(ONE)
 #undef ONE
         sb_printf(&b,
                   "# HELP l3fs_cache_objects Objects in the cache directory.\n"
-                  "# TYPE l3fs_cache_objects gauge\nl3fs_cache_objects %" PRIu64 "\n"
+                  "# TYPE l3fs_cache_objects gauge\nl3fs_cache_objects{%s} %" PRIu64 "\n"
                   "# HELP l3fs_cache_object_bytes Bytes of objects in the cache directory.\n"
-                  "# TYPE l3fs_cache_object_bytes gauge\nl3fs_cache_object_bytes %" PRIu64 "\n"
+                  "# TYPE l3fs_cache_object_bytes gauge\nl3fs_cache_object_bytes{%s} %" PRIu64
+                  "\n"
                   "# HELP l3fs_cache_max_bytes Size cap of the cache (0 = unlimited).\n"
-                  "# TYPE l3fs_cache_max_bytes gauge\nl3fs_cache_max_bytes %" PRIu64 "\n"
+                  "# TYPE l3fs_cache_max_bytes gauge\nl3fs_cache_max_bytes{%s} %" PRIu64 "\n"
                   "# HELP l3fs_cache_writes_disabled 1 after a write failure degraded the cache.\n"
-                  "# TYPE l3fs_cache_writes_disabled gauge\nl3fs_cache_writes_disabled %d\n",
-                  s->objects, s->object_bytes, s->max_bytes, s->writes_disabled ? 1 : 0);
+                  "# TYPE l3fs_cache_writes_disabled gauge\nl3fs_cache_writes_disabled{%s} %d\n",
+                  L, s->objects, L, s->object_bytes, L, s->max_bytes, L,
+                  s->writes_disabled ? 1 : 0);
     }
+    free(ids);
     return sb_finish(&b);
 }
 

@@ -4,20 +4,26 @@
 # (first pass encodes, second is served from the cache), decodes one back and checks
 # it equals the PNG, prints the cache statistics, unmounts.
 #   scripts/demo.sh [SOURCE_DIR]
+# SOURCE_DIR: any directory tree with PNGs (default data/sample).
+# L3_DEMO_BUILD=DIR uses an existing build directory as it is (no apt, no build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$PWD
-src=${1:-$top/data/sample}
-scripts/deps.sh
-if [ -d build/meson-private ]; then meson setup --reconfigure build >/dev/null
-else meson setup build -Dbuildtype=release >/dev/null; fi
-meson compile -C build -j "$(nproc)" >/dev/null
-l3fs=$top/build/fs/l3fs
-l3=$top/build/codec/l3
+src=$(realpath "${1:-$top/data/sample}")
+[ -d "$src" ] || { echo "demo: $src is not a directory" >&2; exit 2; }
+build=${L3_DEMO_BUILD:-$top/build}
+if [ -z "${L3_DEMO_BUILD:-}" ]; then
+  scripts/deps.sh
+  if [ -d build/meson-private ]; then meson setup --reconfigure build >/dev/null
+  else meson setup build -Dbuildtype=release >/dev/null; fi
+  meson compile -C build -j "$(nproc)" >/dev/null
+fi
+l3fs=$build/fs/l3fs
+l3=$build/codec/l3
+out=$(mktemp -d /tmp/l3fs-demo-out.XXXXXX)
 
 mnt=$(mktemp -d /tmp/l3fs-demo.XXXXXX)
-cache=$top/build/demo-cache
-rm -rf "$cache"
+cache=$out/cache
 cleanup() { fusermount3 -u "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true; rmdir "$mnt" 2>/dev/null || true; }
 trap cleanup EXIT
 
@@ -38,11 +44,14 @@ for pass in 1 2; do
 done
 
 echo "== decode one .l3 back and compare with its PNG, pixel for pixel"
-rel=leftImg8bit/train/meadow/meadow_000000_000019_leftImg8bit
+one=$(cd "$mnt" && find . -name '*.l3' -type f | sort | head -1)
+[ -n "$one" ] || { echo "demo: no PNG in $src became an .l3 file" >&2; exit 1; }
+rel=${one#./}; rel=${rel%.l3}
+png=$(cd "$src" && find "./$(dirname "$rel")" -maxdepth 1 -type f -iname "$(basename "$rel").png" | sort | head -1)
 "$l3" info "$mnt/$rel.l3"
-"$l3" verify "$mnt/$rel.l3" --against "$src/$rel.png"
-"$l3" decode "$mnt/$rel.l3" "$top/build/demo-decoded.png"
-echo "decoded to build/demo-decoded.png"
+"$l3" verify "$mnt/$rel.l3" --against "$src/$png"
+"$l3" decode "$mnt/$rel.l3" "$out/demo-decoded.png"
+echo "decoded to $out/demo-decoded.png (the cache is in $out/cache)"
 
 echo "== cache statistics"
 "$l3fs" stats "$mnt"

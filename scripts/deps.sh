@@ -11,6 +11,8 @@ pkgs=(
   python3-mesonpy python3-pip python3-venv  # pip install . of the Python package (tests/python/test_installed.sh)
   clang libclang-rt-dev            # fuzzers (libFuzzer) and sanitizer runtimes
   rsync gnuplot-nox                 # filesystem tests; benchmark chart
+  prometheus                        # promtool check metrics on a live mount (tests/fs/test_ops.sh)
+  help2man groff-base               # man pages l3(1), l3fs(8) from --help; groff checks them
 )
 missing=()
 for p in "${pkgs[@]}" ${L3_EXTRA_PKGS:-}; do

@@ -1279,9 +1279,14 @@ Test(mount, control_files_and_warm)
     cr_assert(m && len > 0);
     m = realloc(m, len + 1);
     m[len] = '\0';
-    cr_assert(strstr(m, "# TYPE l3fs_encodes_total counter\nl3fs_encodes_total 0\n"), "%s", m);
-    cr_assert(strstr(m, "l3fs_cache_hits_total{scope=\"instance\"} 0\n"), "%s", m);
-    cr_assert(strstr(m, "l3fs_encode_seconds{quantile=\"0.99\"}"));
+    char ids[2 * PATH_MAX + 32], mw[3 * PATH_MAX];
+    snprintf(ids, sizeof ids, "mount=\"%s\",source=\"%s\"", T.mnt, T.src);
+    snprintf(mw, sizeof mw, "# TYPE l3fs_encodes_total counter\nl3fs_encodes_total{%s} 0\n", ids);
+    cr_assert(strstr(m, mw), "%s", m);
+    snprintf(mw, sizeof mw, "l3fs_cache_hits_total{%s,scope=\"instance\"} 0\n", ids);
+    cr_assert(strstr(m, mw), "%s", m);
+    snprintf(mw, sizeof mw, "l3fs_encode_seconds{%s,quantile=\"0.99\"}", ids);
+    cr_assert(strstr(m, mw), "%s", m);
     free(m);
     cr_assert_eq(sh("ls '%s/" L3FS_CTL_DIR "' | tr '\\n' ' ' | grep -qx 'metrics stats.json '",
                     T.mnt),
@@ -1461,9 +1466,26 @@ Test(stats, percentiles_json_and_prometheus)
     cr_assert_eq(l3fs_json_string(j, "source", str, sizeof str), 0);
     cr_assert_str_eq(str, "/data/a \"q\"");
     free(j);
+    s.mountpoint = "/mnt/a\\b";
     char *m = l3fs_render_prometheus(&s);
-    cr_assert(strstr(m, "l3fs_cache_hits_total{scope=\"total\"} 42\n"));
-    cr_assert(strstr(m, "l3fs_encode_seconds{quantile=\"0.99\"} 0.002500\n"));
+    /* every sample names its mount and source, label values escaped */
+    cr_assert(strstr(m, "l3fs_cache_hits_total{mount=\"/mnt/a\\\\b\",source=\"/data/a "
+                        "\\\"q\\\"\",scope=\"total\"} 42\n"), "%s", m);
+    cr_assert(strstr(m, "l3fs_encode_seconds{mount=\"/mnt/a\\\\b\",source=\"/data/a "
+                        "\\\"q\\\"\",quantile=\"0.99\"} 0.002500\n"));
+    cr_assert(strstr(m, "l3fs_encodes_total{mount=\"/mnt/a\\\\b\",source=\"/data/a "
+                        "\\\"q\\\"\"} 7\n"));
+    /* byte counters all end in _bytes_total */
+    cr_assert(strstr(m, "# TYPE l3fs_cache_served_bytes_total counter\n"));
+    cr_assert(strstr(m, "# TYPE l3fs_cache_written_bytes_total counter\n"));
+    cr_assert(strstr(m, "# TYPE l3fs_cache_evicted_bytes_total counter\n"));
+    cr_assert(!strstr(m, "_bytes_served") && !strstr(m, "_bytes_written"));
+    free(m);
+    s.mountpoint = NULL;
+    s.source = NULL;
+    m = l3fs_render_prometheus(&s);
+    cr_assert(strstr(m, "l3fs_encodes_total{} 7\n"));
+    cr_assert(strstr(m, "l3fs_encode_seconds{quantile=\"0.5\"}"));
     free(m);
     cr_assert_eq(l3fs_hit_rate(0, 0), -1);
 }
@@ -1514,5 +1536,117 @@ Test(options, both_spellings)
     cr_assert_eq(l3fs_parse_args(5, bad, &o), -EINVAL);
     char *missing[] = {"l3fs", tmp, NULL};
     cr_assert_eq(l3fs_parse_args(2, missing, &o), -EINVAL);
+    rmdir(tmp);
+}
+
+/* Runs l3fs_parse_args with stderr captured into err (one line expected). */
+static int parse_err(int argc, char **argv, struct l3fs_options *o, char *err, size_t cap)
+{
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *f = tmpfile();
+    cr_assert(f && saved >= 0);
+    dup2(fileno(f), 2);
+    int r = l3fs_parse_args(argc, argv, o);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(f);
+    size_t n = fread(err, 1, cap - 1, f);
+    err[n] = '\0';
+    fclose(f);
+    return r;
+}
+
+static int lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+Test(options, o_typos_are_refused_in_one_line)
+{
+    char tmp[] = "/tmp/l3fs-opt-XXXXXX";
+    cr_assert(mkdtemp(tmp));
+    struct l3fs_options o;
+    char err[1024];
+    char *typo[] = {"l3fs", tmp, tmp, "-o", "ro,cahce_dir=/x", NULL};
+    cr_assert_eq(parse_err(5, typo, &o, err, sizeof err), -EINVAL);
+    cr_assert(strstr(err, "unknown mount option 'cahce_dir=/x'"), "%s", err);
+    cr_assert(strstr(err, "did you mean 'cache_dir'?"), "%s", err);
+    cr_assert_eq(lines(err), 1, "%s", err);
+    char *typo2[] = {"l3fs", tmp, tmp, "-o", "allow_otehr", NULL};
+    cr_assert_eq(parse_err(5, typo2, &o, err, sizeof err), -EINVAL);
+    cr_assert(strstr(err, "did you mean 'allow_other'?"), "%s", err);
+    char *junk[] = {"l3fs", tmp, tmp, "-o", "frobnicate=3", NULL};
+    cr_assert_eq(parse_err(5, junk, &o, err, sizeof err), -EINVAL);
+    cr_assert(strstr(err, "unknown mount option 'frobnicate=3'; "), "%s", err);
+    cr_assert_eq(lines(err), 1, "%s", err);
+    /* a flag given a value, a valued FUSE option without one: not known either */
+    char *val[] = {"l3fs", tmp, tmp, "-o", "ro=1", NULL};
+    cr_assert_eq(parse_err(5, val, &o, err, sizeof err), -EINVAL);
+    char *noval[] = {"l3fs", tmp, tmp, "-o", "fsname", NULL};
+    cr_assert_eq(parse_err(5, noval, &o, err, sizeof err), -EINVAL);
+    /* every FUSE/kernel option fstab lines use still passes */
+    char *good[] = {"l3fs", tmp, tmp, "-o",
+                    "rw,noatime,nodev,nosuid,noexec,auto_unmount,fsname=data,subtype=x,"
+                    "defaults,nofail,_netdev,x-systemd.automount,keep_names,log_file=/l",
+                    NULL};
+    cr_assert_eq(parse_err(5, good, &o, err, sizeof err), 0, "%s", err);
+    cr_assert_str_eq(o.fuse_opts, "rw,noatime,nodev,nosuid,noexec,auto_unmount,fsname=data,"
+                                  "subtype=x");
+    cr_assert_eq(o.keep_names, 1);
+    cr_assert_str_eq(o.log_file, "/l");
+    l3fs_options_free(&o);
+    char *flags[] = {"l3fs", tmp, tmp, "--keep-names", "--log-file", "rel.log", NULL};
+    cr_assert_eq(l3fs_parse_args(6, flags, &o), 0);
+    cr_assert_eq(o.keep_names, 1);
+    cr_assert(o.log_file[0] == '/' && strstr(o.log_file, "/rel.log"), "%s", o.log_file);
+    l3fs_options_free(&o);
+    rmdir(tmp);
+}
+
+Test(options, refused_mountpoints)
+{
+    char tmp[] = "/tmp/l3fs-opt-XXXXXX";
+    cr_assert(mkdtemp(tmp));
+    char src[PATH_MAX], inner[PATH_MAX], other[PATH_MAX], info[PATH_MAX];
+    snprintf(src, sizeof src, "%s/src", tmp);
+    snprintf(inner, sizeof inner, "%s/src/mnt", tmp);
+    snprintf(other, sizeof other, "%s/m t", tmp);
+    snprintf(info, sizeof info, "%s/mountinfo", tmp);
+    cr_assert_eq(mkdir(src, 0755), 0);
+    cr_assert_eq(mkdir(inner, 0755), 0);
+    cr_assert_eq(mkdir(other, 0755), 0);
+    struct l3fs_options o;
+    char *in[] = {"l3fs", src, inner, NULL};
+    cr_assert_eq(l3fs_parse_args(3, in, &o), 0);
+    cr_assert_eq(l3fs_check_mountpoint(&o, "/nonexistent"), -ELOOP);
+    l3fs_options_free(&o);
+    char *same[] = {"l3fs", src, src, NULL};
+    cr_assert_eq(l3fs_parse_args(3, same, &o), 0);
+    cr_assert_eq(l3fs_check_mountpoint(&o, "/nonexistent"), -ELOOP);
+    l3fs_options_free(&o);
+    /* a FUSE mount at the mountpoint (octal-escaped space) refuses; another type does not */
+    char *ok[] = {"l3fs", src, other, NULL};
+    cr_assert_eq(l3fs_parse_args(3, ok, &o), 0);
+    FILE *f = fopen(info, "w");
+    fprintf(f, "22 1 0:21 / /proc rw,nosuid - proc proc rw\n"
+               "90 22 0:50 / %s/m\\040t rw,relatime shared:5 - ext4 /dev/sda1 rw\n", tmp);
+    fclose(f);
+    cr_assert_eq(l3fs_check_mountpoint(&o, info), 0, "a bind/volume mount is fine");
+    f = fopen(info, "a");
+    fprintf(f, "91 90 0:51 / %s/m\\040t rw,nosuid,nodev,relatime shared:6 - fuse.l3fs /data "
+               "rw,user_id=0,group_id=0\n", tmp);
+    fclose(f);
+    cr_assert_eq(l3fs_check_mountpoint(&o, info), -EBUSY);
+    cr_assert_eq(l3fs_check_mountpoint(&o, "/nonexistent"), 0, "no table: no refusal");
+    l3fs_options_free(&o);
+    unlink(info);
+    rmdir(other);
+    rmdir(inner);
+    rmdir(src);
     rmdir(tmp);
 }

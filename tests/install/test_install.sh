@@ -12,10 +12,15 @@
 #     the installed `l3` CLI, bit for bit (tests/install/consumer*.cpp);
 #   - l3: the Python package is installed where /usr/bin/python3 looks, and
 #     imports from the DESTDIR tree outside the source tree.
-# Exit 77 (skip) for l3gpu when the build has no CUDA library.
+# fstab: the mount helper and man pages as installed; then, in a private mount
+# namespace where the DESTDIR tree is bind-mounted over /usr/local and /sbin
+# (the installed system, simulated), an fstab line of type fuse.l3fs and a
+# `mount -t l3fs` mount through mount(8), read back and unmounted.
+# Exit 77 (skip) for l3gpu when the build has no CUDA library, for fstab
+# without root, /dev/fuse or unshare.
 # Environment (meson test): L3_SOURCE_ROOT, L3_BUILD_ROOT, MESON (the meson command).
 set -euo pipefail
-lib=${1:?usage: test_install.sh l3|l3gpu}
+lib=${1:?usage: test_install.sh l3|l3gpu|fstab}
 src=${L3_SOURCE_ROOT:?}
 build=${L3_BUILD_ROOT:?}
 meson=${MESON:-meson}
@@ -41,6 +46,52 @@ dest=$work/dest
 L=$dest$libdir
 I=$dest$incdir
 
+if [ "$lib" = fstab ]; then
+    [ "$(id -u)" = 0 ] && [ -e /dev/fuse ] && command -v unshare >/dev/null ||
+        { echo "SKIP: needs root, /dev/fuse and unshare (mount namespaces)"; exit 77; }
+    helper_dir=$(opt mount_helper_dir)
+    H=$dest$helper_dir
+    [ -x "$H/mount.fuse.l3fs" ] || fail "$helper_dir/mount.fuse.l3fs not installed"
+    [ "$(readlink "$H/mount.l3fs")" = mount.fuse.l3fs ] || fail "$helper_dir/mount.l3fs is not a link"
+    grep -q "^l3fs=\${L3FS_MOUNT_HELPER_BIN:-$bindir/l3fs}\$" "$H/mount.fuse.l3fs" ||
+        fail "the helper does not name $bindir/l3fs"
+    mandir=$(opt mandir); case $mandir in /*) ;; *) mandir=$prefix/$mandir ;; esac
+    for page in man1/l3.1 man8/l3fs.8; do
+        f=$dest$mandir/$page
+        [ -f "$f" ] || fail "$mandir/$page not installed"
+        w=$(groff -man -Tutf8 -ww -z "$f" 2>&1) || true
+        [ -z "$w" ] || fail "$page: groff warnings: $w"
+        echo "man page: $mandir/$page ($(wc -l <"$f") lines, groff -ww clean)"
+    done
+    grep -q 'keep\\\?-names' "$dest$mandir/man8/l3fs.8" || fail "l3fs.8 lacks --keep-names"
+    [ "$helper_dir" = /sbin ] || { echo "helper dir $helper_dir: the namespace run needs /sbin"; exit 0; }
+    src=$work/src
+    cp -r "$L3_SOURCE_ROOT/data/sample" "$src"
+    mkdir "$work/m1" "$work/m2"
+    rel=leftImg8bit/train/meadow/meadow_000000_000019_leftImg8bit
+    echo "$src  $work/m1  fuse.l3fs  ro,noatime,nofail,cache_dir=$work/cache,exclude=*_labelIds.png,log_file=$work/m1.log  0  0" >"$work/fstab"
+    echo "fstab: $(cat "$work/fstab")"
+    unshare -m --propagation private bash -euo pipefail -c '
+        dest=$1 prefix=$2 work=$3 src=$4 rel=$5
+        mount --bind "$dest$prefix" "$prefix"
+        mount --bind "$dest/sbin" /sbin
+        trap "umount $work/m1 2>/dev/null || true; umount $work/m2 2>/dev/null || true" EXIT
+        mount --fstab "$work/fstab" "$work/m1"
+        grep -q " $work/m1 .* - fuse.l3fs " /proc/self/mountinfo
+        "$prefix/bin/l3" verify "$work/m1/$rel.l3" --against "$src/$rel.png" >/dev/null
+        [ -f "$work/m1/gtFine/train/meadow/meadow_000000_000019_gtFine_labelIds.png" ]
+        echo "mount --fstab (type fuse.l3fs): mounted by $(readlink -f /sbin/mount.fuse.l3fs), $rel.l3 verifies against its PNG"
+        mount -t l3fs -o cache_dir="$work/cache",keep_names,log_file="$work/m2.log" "$src" "$work/m2"
+        [ "$(head -c 4 "$work/m2/$rel.png")" = L3IM ]
+        echo "mount -t l3fs -o keep_names: $rel.png holds L3 bytes"
+        ! mount -t l3fs -o cache_dri=/x "$src" "$work/m2" 2>"$work/err"
+        echo "mount -t l3fs with a typo: $(cat "$work/err")"
+        umount "$work/m1"; umount "$work/m2"
+        ! grep -q " $work/m[12] " /proc/self/mountinfo
+        echo "umount: both gone"
+    ' _ "$dest" "$prefix" "$work" "$src" "$rel" || fail "fstab mount through the installed helper"
+    exit 0
+fi
 if [ "$lib" = l3gpu ] && [ ! -e "$L/pkgconfig/l3gpu.pc" ]; then
     echo "SKIP: this build has no CUDA library (libl3gpu is built when nvcc and cudart are found)"
     exit 77
