@@ -61,10 +61,12 @@ int l3cv_fast_prepare(const struct l3cv_image *im, size_t stream_min, struct l3c
             l3cv_store_sample(im, row, v, c, o);
             if (im->dtype == L3GPU_U8 && fc->t.u8[c][v] != v)
                 fc->ident[c] = 0;
+            fc->w32[c][v] = im->dtype == L3GPU_U8 ? fc->t.u8[c][v] : fc->t.u16[c][v];
         }
         if (!fc->ident[c])
             fc->all_ident = 0;
     }
+    fc->avx2 = (uint8_t)l3cv_avx2_available();
     return 0;
 }
 
@@ -265,8 +267,12 @@ CV_INLINE void conv_tile8(const struct l3cv_fast *fc, const struct l3_tile_out *
         const size_t pix = (size_t)(t->y0 + y) * W + t->x0;
         if (!fc->stream) {
             if (layout == L3GPU_CHW)
-                for (unsigned c = 0; c < C; c++)
-                    put_row(fc, c, u[c], w, out, c * HW + pix, 1, dt);
+                for (unsigned c = 0; c < C; c++) {
+                    if (fc->avx2 && !fc->ident[c] && !(w & 15))
+                        l3cv_row_avx2(fc, c, u[c], w, (uint8_t *)out + (c * HW + pix) * es, 0);
+                    else
+                        put_row(fc, c, u[c], w, out, c * HW + pix, 1, dt);
+                }
             else
                 put_hwc(fc, u, w, (uint8_t *)out + pix * C * es, C, dt);
             continue;
@@ -276,7 +282,9 @@ CV_INLINE void conv_tile8(const struct l3cv_fast *fc, const struct l3_tile_out *
             /* straight from the tables to memory, no staging */
             for (unsigned c = 0; c < C; c++) {
                 uint8_t *d = (uint8_t *)out + (c * HW + pix) * es;
-                if ((uintptr_t)d & 15)
+                if (fc->avx2 && !fc->ident[c] && !((uintptr_t)d & (dt == L3GPU_U8 ? 15 : 31)))
+                    l3cv_row_avx2(fc, c, u[c], w, d, 1);
+                else if ((uintptr_t)d & 15)
                     put_row(fc, c, u[c], w, out, c * HW + pix, 1, dt);
                 else
                     stream_row(fc, c, u[c], w, d, dt);

@@ -47,11 +47,13 @@ struct l3cv_fast {
     uint8_t all_ident;           /* uint8 output and every table is the identity */
     uint8_t ident[4];            /* uint8 output and t.u8[c][v] == v */
     uint8_t stream;              /* large output: rows go out with non-temporal stores */
+    uint8_t avx2;                /* table lookups by AVX2 gathers (tabled images) */
     union {
         uint8_t u8[4][256];
         uint16_t u16[4][256]; /* uint16 and float16 bits */
         float f32[4][256];
     } t;
+    uint32_t w32[4][256]; /* uint8/uint16/float16 tables widened, for the gathers */
 };
 
 /* Scratch bytes l3cv_fast_tile() needs for tiles up to tile_w wide: 3 rows
@@ -70,6 +72,13 @@ struct l3cv_fast {
  * success; -1 for a combination it does not handle (the caller then converts
  * pixel by pixel with l3cv_map/l3cv_store). */
 int l3cv_fast_prepare(const struct l3cv_image *im, size_t stream_min, struct l3cv_fast *fc);
+
+/* AVX2 (cpu_convert_avx2.c): whether this CPU has it, and one CHW row of
+ * channel c (w a multiple of 16 samples) through fc's table into dst; with
+ * `stream`, non-temporal stores (dst 32-byte aligned; 16 for uint8). */
+int l3cv_avx2_available(void);
+void l3cv_row_avx2(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,
+                   void *dst, int stream);
 
 /* Converts one decoded tile (as l3_decode_tiles() hands it over: channel
  * planes, colour transform undone, uint8_t samples for depth <= 8, uint16_t
