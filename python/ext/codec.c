@@ -61,31 +61,6 @@ PyObject *l3py_info(PyObject *self, PyObject *arg)
                          "tiles_x", info.tiles_x, "tiles_y", info.tiles_y);
 }
 
-/* channels 1/3/4: the decoded image converted like decode_batch converts it
- * (HWC, the source's sample type: uint16 for 16-bit, else uint8). */
-static PyObject *convert_channels(const struct l3_info *info, const void *px, int channels)
-{
-    struct l3gpu_format fmt;
-    l3gpu_format_init(&fmt);
-    fmt.layout = L3GPU_HWC;
-    fmt.dtype = info->bit_depth == 16 ? L3GPU_U16 : L3GPU_U8;
-    fmt.channels = channels;
-    npy_intp dims[3] = {info->height, info->width, channels};
-    PyObject *arr = PyArray_SimpleNew(3, dims, info->bit_depth == 16 ? NPY_UINT16 : NPY_UINT8);
-    if (!arr)
-        return NULL;
-    int st;
-    Py_BEGIN_ALLOW_THREADS
-    st = l3gpu_cpu_convert(info, px, 0, &fmt, PyArray_DATA((PyArrayObject *)arr));
-    Py_END_ALLOW_THREADS
-    if (st) {
-        Py_DECREF(arr);
-        PyErr_Format(PyExc_RuntimeError, "l3.decode: conversion failed: %s", l3gpu_strerror(st));
-        return NULL;
-    }
-    return arr;
-}
-
 /* (H, W, 1) -> (H, W), sharing the memory. */
 static PyObject *squeeze_gray(PyObject *arr)
 {
@@ -99,14 +74,85 @@ static PyObject *squeeze_gray(PyObject *arr)
     return r;
 }
 
+/* Decodes the image in B into DST (dst_size bytes, HWC, the source's sample
+ * type: uint16 for 16-bit, else uint8): the file's own samples, or with
+ * channels 1/3/4 converted as decode_batch converts them (its fused tile
+ * converters). 0, or -1 with an exception. */
+static int decode_to(const Py_buffer *b, const struct l3_info *info, unsigned threads,
+                     int verify, int channels, void *dst, size_t dst_size)
+{
+    struct l3_decode_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.threads = threads;
+    opt.flags = verify ? L3_DECODE_VERIFY : 0;
+    int st, ist = 0;
+    Py_BEGIN_ALLOW_THREADS
+    if (!channels) {
+        st = l3_decode(b->buf, (size_t)b->len, dst, dst_size, 0, &opt);
+    } else {
+        struct l3gpu_format fmt;
+        l3gpu_format_init(&fmt);
+        fmt.dtype = info->bit_depth == 16 ? L3GPU_U16 : L3GPU_U8;
+        fmt.channels = channels;
+        struct l3gpu_input in = {b->buf, (size_t)b->len};
+        /* l3_decode's checks: trailing bytes are corrupt; the payload
+         * checksum first, when asked (the batch decoder has neither) */
+        struct l3_info li;
+        struct l3_layout lay;
+        st = l3_read_layout(b->buf, (size_t)b->len, &li, &lay, NULL);
+        if (!st && (uint64_t)b->len > lay.header_size + lay.payload_size)
+            st = L3_ERR_CORRUPT;
+        if (!st && verify)
+            st = l3_verify(b->buf, (size_t)b->len);
+        if (!st) {
+            int bst = l3gpu_cpu_decode_batch(&in, 1, &fmt, dst, dst_size, NULL, &ist, threads);
+            st = bst == L3GPU_ERR_IMAGE ? ist : bst ? -bst : L3_OK;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (st < 0) {
+        PyErr_Format(st == -L3GPU_ERR_NOMEM ? PyExc_MemoryError : PyExc_RuntimeError,
+                     "l3.decode: %s", l3gpu_strerror(-st));
+        return -1;
+    }
+    if (st) {
+        l3py_raise_status(st, "l3.decode");
+        return -1;
+    }
+    return 0;
+}
+
+/* decode(..., out=OBJ): into the caller's array, (H, W, C) or, with one
+ * channel, (H, W); returns OBJ. */
+static PyObject *decode_into(const Py_buffer *b, const struct l3_info *info, unsigned threads,
+                             int verify, int channels, PyObject *out_obj)
+{
+    struct l3py_out o;
+    if (l3py_out_get(out_obj, 0, &o, "l3.decode"))
+        return NULL;
+    int64_t shape[3] = {info->height, info->width, channels ? channels : info->channels};
+    int nd = shape[2] == 1 && o.ndim == 2 ? 2 : 3;
+    int dtype = info->bit_depth == 16 ? L3GPU_U16 : L3GPU_U8;
+    PyObject *r = NULL;
+    if (o.device >= 0)
+        PyErr_SetString(PyExc_ValueError, "l3.decode: out is in GPU memory; l3.decode runs on "
+                                          "the CPU (use decode_batch(..., out=) for a GPU "
+                                          "tensor)");
+    else if (!l3py_out_check(&o, dtype, nd, shape, "l3.decode") &&
+             !decode_to(b, info, threads, verify, channels, o.data, o.nbytes))
+        r = (Py_INCREF(out_obj), out_obj);
+    l3py_out_release(&o);
+    return r;
+}
+
 PyObject *l3py_decode(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
-    static char *kwlist[] = {"buf", "threads", "verify", "channels", "squeeze", NULL};
-    PyObject *obj, *threads_obj = NULL, *channels_obj = Py_None;
+    static char *kwlist[] = {"buf", "threads", "verify", "channels", "squeeze", "out", NULL};
+    PyObject *obj, *threads_obj = NULL, *channels_obj = Py_None, *out_obj = Py_None;
     int verify = 0, squeeze = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OpOp:decode", kwlist, &obj, &threads_obj,
-                                     &verify, &channels_obj, &squeeze))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OpOpO:decode", kwlist, &obj, &threads_obj,
+                                     &verify, &channels_obj, &squeeze, &out_obj))
         return NULL;
     unsigned threads;
     int channels = 0;
@@ -122,32 +168,23 @@ PyObject *l3py_decode(PyObject *self, PyObject *args, PyObject *kw)
         PyBuffer_Release(&b);
         return l3py_raise_status(st, "l3.decode");
     }
-    npy_intp dims[3] = {info.height, info.width, info.channels};
+    if (out_obj != Py_None) {
+        PyObject *r = decode_into(&b, &info, threads, verify, channels, out_obj);
+        PyBuffer_Release(&b);
+        return r;
+    }
+    npy_intp dims[3] = {info.height, info.width, channels ? channels : info.channels};
     PyObject *arr = PyArray_SimpleNew(3, dims, info.bit_depth == 16 ? NPY_UINT16 : NPY_UINT8);
     if (!arr) {
         PyBuffer_Release(&b);
         return NULL;
     }
-    struct l3_decode_options opt;
-    memset(&opt, 0, sizeof opt);
-    opt.threads = threads;
-    opt.flags = verify ? L3_DECODE_VERIFY : 0;
-    size_t out_size = (size_t)PyArray_NBYTES((PyArrayObject *)arr);
-    void *out = PyArray_DATA((PyArrayObject *)arr);
-    Py_BEGIN_ALLOW_THREADS
-    st = l3_decode(b.buf, (size_t)b.len, out, out_size, 0, &opt);
-    Py_END_ALLOW_THREADS
+    st = decode_to(&b, &info, threads, verify, channels, PyArray_DATA((PyArrayObject *)arr),
+                   (size_t)PyArray_NBYTES((PyArrayObject *)arr));
     PyBuffer_Release(&b);
     if (st) {
         Py_DECREF(arr);
-        return l3py_raise_status(st, "l3.decode");
-    }
-    if (channels) {
-        PyObject *conv = convert_channels(&info, out, channels);
-        Py_DECREF(arr);
-        if (!conv)
-            return NULL;
-        arr = conv;
+        return NULL;
     }
     return squeeze ? squeeze_gray(arr) : arr;
 }

@@ -55,7 +55,8 @@ int l3py_cuda_decode_batch(BatchObject *b, const struct l3gpu_input *in, size_t 
     l3gpu_ctx *ctx = get_ctx(dev);
     if (!ctx)
         return -1;
-    int st = l3gpu_malloc(ctx, b->nbytes, &b->data);
+    /* decode_batch(out=) gives device memory of its own (b->out) */
+    int st = b->out ? L3GPU_OK : l3gpu_malloc(ctx, b->nbytes, &b->data);
     if (st) {
         b->data = NULL;
         PyErr_Format(PyExc_MemoryError, "l3: cannot allocate %zu bytes on cuda:%d (%s)",
@@ -76,6 +77,33 @@ int l3py_cuda_decode_batch(BatchObject *b, const struct l3gpu_input *in, size_t 
         return -1;
     }
     return 0;
+}
+
+PyObject *l3py_copy_to_host(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    if (!PyObject_TypeCheck(arg, &l3py_batch_type))
+        return PyErr_Format(PyExc_TypeError, "_copy_to_host: an l3.Batch, not %s",
+                            Py_TYPE(arg)->tp_name);
+    BatchObject *b = (BatchObject *)arg;
+    if (b->device < 0)
+        return PyBytes_FromStringAndSize(b->data, (Py_ssize_t)b->nbytes);
+    l3gpu_ctx *ctx = get_ctx(b->device);
+    if (!ctx)
+        return NULL;
+    PyObject *r = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)b->nbytes);
+    if (!r)
+        return NULL;
+    int st;
+    Py_BEGIN_ALLOW_THREADS
+    st = l3gpu_memcpy_to_host(ctx, PyBytes_AS_STRING(r), b->data, b->nbytes);
+    Py_END_ALLOW_THREADS
+    if (st) {
+        Py_DECREF(r);
+        return PyErr_Format(PyExc_RuntimeError, "_copy_to_host: %s (%s)", l3gpu_strerror(st),
+                            l3gpu_ctx_error(ctx));
+    }
+    return r;
 }
 
 void l3py_cuda_free(int dev, void *data)
@@ -110,6 +138,16 @@ int l3py_cuda_decode_batch(BatchObject *b, const struct l3gpu_input *in, size_t 
 {
     (void)b, (void)in, (void)n, (void)fmt, (void)status, (void)stream;
     return l3py_cuda_prepare(0);
+}
+
+PyObject *l3py_copy_to_host(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    if (!PyObject_TypeCheck(arg, &l3py_batch_type))
+        return PyErr_Format(PyExc_TypeError, "_copy_to_host: an l3.Batch, not %s",
+                            Py_TYPE(arg)->tp_name);
+    BatchObject *b = (BatchObject *)arg;
+    return PyBytes_FromStringAndSize(b->data, (Py_ssize_t)b->nbytes); /* CPU only here */
 }
 
 void l3py_cuda_free(int dev, void *data)

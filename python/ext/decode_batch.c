@@ -30,7 +30,7 @@ static int batch_shape(const struct l3gpu_input *in, Py_ssize_t n,
 static int cpu_decode_batch(BatchObject *b, const struct l3gpu_input *in, size_t n,
                             const struct l3gpu_format *fmt, int *status, unsigned threads)
 {
-    if (l3py_batch_alloc_host(b))
+    if (!b->out && l3py_batch_alloc_host(b))
         return -1;
     int st;
     Py_BEGIN_ALLOW_THREADS
@@ -68,34 +68,75 @@ PyObject *l3py_decode_batch(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
     static char *kwlist[] = {"bufs", "device", "layout", "dtype", "channels", "mean",
-                             "std", "scale", "threads", "strict", "stream", NULL};
+                             "std", "scale", "threads", "strict", "stream", "out", NULL};
     PyObject *bufs, *device_obj = NULL, *dtype_obj = NULL, *channels_obj = Py_None;
     PyObject *mean_obj = NULL, *std_obj = NULL, *scale_obj = NULL, *threads_obj = NULL;
-    PyObject *strict = Py_None;
+    PyObject *strict = Py_None, *out_obj = Py_None;
     const char *layout = "NCHW";
     unsigned long long stream = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OsOOOOOOOK:decode_batch", kwlist, &bufs,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OsOOOOOOOKO:decode_batch", kwlist, &bufs,
                                      &device_obj, &layout, &dtype_obj, &channels_obj,
                                      &mean_obj, &std_obj, &scale_obj, &threads_obj, &strict,
-                                     &stream))
+                                     &stream, &out_obj))
         return NULL;
     struct l3gpu_format fmt;
     l3gpu_format_init(&fmt);
     int dev;
     unsigned threads;
     if (l3py_parse_device(device_obj, &dev) || l3py_parse_dtype(dtype_obj, &fmt.dtype) ||
-        l3py_parse_threads(threads_obj, &threads) ||
-        l3py_parse_format(layout, channels_obj, mean_obj, std_obj, scale_obj, &fmt))
+        l3py_parse_threads(threads_obj, &threads))
         return NULL;
-    if (dev >= 0 && l3py_cuda_prepare(dev))
+    /* out=: the caller's memory; device and (unless given) dtype follow it */
+    struct l3py_out *out = NULL;
+    if (out_obj != Py_None) {
+        out = PyMem_Calloc(1, sizeof *out);
+        if (!out)
+            return PyErr_NoMemory();
+        if (l3py_out_get(out_obj, (uintptr_t)stream, out, "decode_batch")) {
+            PyMem_Free(out);
+            return NULL;
+        }
+        if (device_obj && device_obj != Py_None && dev != out->device) {
+            if (out->device < 0)
+                PyErr_Format(PyExc_ValueError, "decode_batch: out is in host memory but "
+                                               "device is cuda:%d", dev);
+            else
+                PyErr_Format(PyExc_ValueError, "decode_batch: out is on cuda:%d but device "
+                                               "is %s", out->device, dev < 0 ? "cpu" : "another GPU");
+        } else if ((!dtype_obj || dtype_obj == Py_None) && out->dtype >= 0 && !out->untyped) {
+            fmt.dtype = out->dtype;
+        }
+        dev = out->device;
+        if (PyErr_Occurred()) {
+            l3py_out_release(out);
+            PyMem_Free(out);
+            return NULL;
+        }
+    }
+    if (l3py_parse_format(layout, channels_obj, mean_obj, std_obj, scale_obj, &fmt) ||
+        (dev >= 0 && l3py_cuda_prepare(dev))) {
+        if (out) {
+            l3py_out_release(out);
+            PyMem_Free(out);
+        }
         return NULL;
+    }
 
     PyObject *seq = PySequence_Fast(bufs, "bufs must be a sequence of bytes-like objects");
-    if (!seq)
+    if (!seq) {
+        if (out) {
+            l3py_out_release(out);
+            PyMem_Free(out);
+        }
         return NULL;
+    }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     if (n == 0) {
         Py_DECREF(seq);
+        if (out) {
+            l3py_out_release(out);
+            PyMem_Free(out);
+        }
         PyErr_SetString(PyExc_ValueError, "decode_batch: empty batch");
         return NULL;
     }
@@ -120,9 +161,19 @@ PyObject *l3py_decode_batch(PyObject *self, PyObject *args, PyObject *kw)
         PyErr_NoMemory();
         goto out;
     }
+    if (out) {
+        int64_t want[4] = {n, shape[0], shape[1], shape[2]};
+        if (l3py_out_check(out, fmt.dtype, 4, want, "decode_batch"))
+            goto out;
+    }
     batch = l3py_batch_new(dev, fmt.dtype, n, shape, (size_t)n * slot);
     if (!batch)
         goto out;
+    if (out) { /* the batch views the caller's memory and holds it */
+        batch->data = out->data;
+        batch->out = out;
+        out = NULL;
+    }
     if (dev < 0 ? cpu_decode_batch(batch, in, (size_t)n, &fmt, status, threads)
                 : l3py_cuda_decode_batch(batch, in, (size_t)n, &fmt, status, (uintptr_t)stream))
         goto out;
@@ -139,5 +190,9 @@ out:
     PyMem_Free(status);
     Py_DECREF(seq);
     Py_XDECREF(batch);
+    if (out) {
+        l3py_out_release(out);
+        PyMem_Free(out);
+    }
     return result;
 }

@@ -11,6 +11,7 @@
  *   decode_list.c   l3.decode_list: a list of arrays, each image its own shape (CPU)
  *   status.c        failed images: strict=True raises, None warns, False is silent
  *   cuda.c          the CUDA path: per-device contexts, device buffers, GPU batch decode
+ *   out.c           a caller's output buffer (out=): buffer protocol or DLPack, checked
  * The pure-Python package (python/l3/) re-exports all of it as `l3`.
  */
 #ifndef L3PY_H
@@ -33,6 +34,31 @@
 #include "l3gpu.h"
 
 #define L3PY_MAX_DEVICES 16
+
+/* ---- out.c: a caller's output buffer ---- */
+#define L3PY_OUT_MAX_DIMS 8
+struct l3py_out {
+    void *data;
+    size_t nbytes;
+    int device;  /* -1: host memory, else the CUDA device index */
+    int dtype;   /* enum l3gpu_dtype, -1 for another element type */
+    int untyped; /* 1-D bytes (bytearray, memoryview of bytes): only the size is checked */
+    int ndim;
+    int64_t shape[L3PY_OUT_MAX_DIMS];
+    Py_buffer view; /* buffer protocol: held while the memory is in use */
+    int have_view;
+    PyObject *capsule; /* DLPack: the consumed capsule; its deleter runs at release */
+    void *managed;
+};
+/* Reads OBJ's memory (buffer protocol, else DLPack; for a CUDA tensor the
+ * producer orders its work before STREAM). 0, or -1 with an exception naming
+ * WHAT. On success l3py_out_release must follow. */
+int l3py_out_get(PyObject *obj, uintptr_t stream, struct l3py_out *o, const char *what);
+/* Checks element type, shape (NDIM extents) and element alignment; 0 or -1
+ * with ValueError. */
+int l3py_out_check(const struct l3py_out *o, int dtype, int ndim, const int64_t *shape,
+                   const char *what);
+void l3py_out_release(struct l3py_out *o);
 
 /* ---- module.c ---- */
 extern PyObject *l3py_error;          /* l3.Error(ValueError), with .status */
@@ -71,6 +97,7 @@ typedef struct {
     PyObject_HEAD
     void *data;       /* host (posix_memalign) or device (cuda.c) memory */
     size_t nbytes;
+    size_t nbytes_held; /* host: bytes of the block behind data (a reused one may be larger) */
     int device;       /* -1: CPU, else CUDA device index */
     int dtype;        /* enum l3gpu_dtype */
     int ndim;
@@ -79,13 +106,15 @@ typedef struct {
     PyObject *errors; /* list of str or None */
     int exported;     /* number of live DLPack exports */
     Py_ssize_t py_shape[4], py_strides[4]; /* the buffer protocol's shape, strides */
+    struct l3py_out *out; /* decode_batch(out=): the caller's memory, held; NULL: data is ours */
 } BatchObject;
 
 extern PyTypeObject l3py_batch_type;
 /* A new batch of shape (n, shape[0..2]) without memory (data NULL), or NULL. */
 BatchObject *l3py_batch_new(int device, int dtype, Py_ssize_t n, const uint32_t shape[3],
                             size_t nbytes);
-/* Host memory for a CPU batch (2 MiB aligned, huge pages advised when large). */
+/* Host memory for a CPU batch (2 MiB aligned, huge pages advised when large;
+ * the last freed large batch's memory is reused when it fits). */
 int l3py_batch_alloc_host(BatchObject *b);
 /* Fills .status and .errors from per-image statuses; returns the number failed, or -1. */
 int l3py_batch_set_status(BatchObject *b, const int *status);
@@ -123,6 +152,10 @@ int l3py_cuda_decode_batch(BatchObject *b, const struct l3gpu_input *in, size_t 
 /* Frees device memory of a batch (nothing after fork(): the context is the parent's). */
 void l3py_cuda_free(int dev, void *data);
 PyObject *l3py_cuda_available(PyObject *self, PyObject *unused);
+/* l3._l3._copy_to_host(batch) -> bytes: the batch's memory, copied from the
+ * device for a GPU batch (tests read GPU batches with it where torch has no
+ * CUDA, as on the CPU-executed CUDA runtime). */
+PyObject *l3py_copy_to_host(PyObject *self, PyObject *arg);
 extern const int l3py_built_with_cuda;
 
 #endif

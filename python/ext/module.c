@@ -40,7 +40,8 @@ static PyMethodDef methods[] = {
      "tile_width, tile_height, tiles_x, tiles_y.\n"
      "Raises l3.Error (.status: the l3 status code) on a bad or truncated header."},
     {"decode", (PyCFunction)(void (*)(void))l3py_decode, METH_VARARGS | METH_KEYWORDS,
-     "decode($module, buf, threads=None, verify=False, channels=None, squeeze=False)\n--\n\n"
+     "decode($module, buf, threads=None, verify=False, channels=None, squeeze=False,\n"
+     "       out=None)\n--\n\n"
      "Decodes one L3 image on the CPU (multi-threaded, the GIL released).\n\n"
      "buf:      bytes-like holding the whole file.\n"
      "threads:  worker threads; None or 0: all CPUs.\n"
@@ -49,7 +50,12 @@ static PyMethodDef methods[] = {
      "          decode_batch does: gray -> RGB(A), RGB(A) -> luma, palette ->\n"
      "          its colours (RGB / RGBA with the tRNS alpha), values scaled to the\n"
      "          full range (1/2/4-bit gray x255/x85/x17).\n"
-     "squeeze:  give (H, W) instead of (H, W, 1) for one channel, as PIL does.\n\n"
+     "squeeze:  give (H, W) instead of (H, W, 1) for one channel, as PIL does.\n"
+     "out:      decode into this array instead of a new one, and return it: host\n"
+     "          memory with the buffer protocol (numpy, bytearray, memoryview) or\n"
+     "          DLPack (a CPU torch.Tensor), C-contiguous, shape (H, W, C) or, for one\n"
+     "          channel, (H, W), the dtype below (uint8 / uint16); a flat byte buffer\n"
+     "          of the exact size also works. Anything else raises ValueError.\n\n"
      "Returns a numpy array of shape (H, W, C): uint8 for bit depth <= 8, uint16 for\n"
      "16-bit. Without channels the samples are the file's own: sub-byte gray keeps\n"
      "its values (a 2-bit image gives 0..3, PIL gives 0..255) and a PALETTE IMAGE\n"
@@ -67,17 +73,18 @@ static PyMethodDef methods[] = {
      "Returns bytes. Raises l3.Error on a corrupt PNG, ValueError on a bad array."},
     {"decode_batch", (PyCFunction)(void (*)(void))l3py_decode_batch,
      METH_VARARGS | METH_KEYWORDS,
-     "decode_batch($module, bufs, *, device='cpu', layout='NCHW', dtype='uint8',\n"
+     "decode_batch($module, bufs, *, device='cpu', layout='NCHW', dtype=None,\n"
      "             channels=None, mean=None, std=None, scale=None, threads=None,\n"
-     "             strict=None, stream=0)\n--\n\n"
+     "             strict=None, stream=0, out=None)\n--\n\n"
      "Decodes N images of one output shape into one tensor, an l3.Batch.\n\n"
      "bufs:     a sequence of bytes-like objects, one L3 file each.\n"
      "device:   'cpu' (threads over images and tiles, the GIL released), 'cuda',\n"
      "          'cuda:N', an int N or a torch.device; CUDA needs a build with nvcc.\n"
      "layout:   'NCHW' (also 'CHW') or 'NHWC' (also 'HWC').\n"
      "dtype:    'uint8', 'uint16', 'float32' or 'float16' (also numpy or torch\n"
-     "          dtypes). Integers are scaled to the type's full range (8-bit ->\n"
-     "          uint16 is v*257); floats are v / max, like torchvision's ToTensor.\n"
+     "          dtypes); None: uint8, or out's type. Integers are scaled to the\n"
+     "          type's full range (8-bit -> uint16 is v*257); floats are v / max,\n"
+     "          like torchvision's ToTensor.\n"
      "channels: None keeps the images' own count; 1, 3 or 4 converts (gray -> RGB,\n"
      "          RGB -> luma, palette -> colours, alpha added or dropped).\n"
      "mean, std, scale: per-channel (a number or 1..4 values), float dtypes only:\n"
@@ -85,7 +92,13 @@ static PyMethodDef methods[] = {
      "threads:  CPU threads; None or 0: all CPUs.\n"
      "strict:   what to do when images fail: None (default) warns with\n"
      "          l3.DecodeWarning, True raises l3.Error naming them, False is silent.\n"
-     "stream:   CUDA stream handle (int) for device='cuda'; 0: the default stream.\n\n"
+     "stream:   CUDA stream handle (int) for device='cuda'; 0: the default stream.\n"
+     "out:      decode into this tensor instead of new memory (no allocation, no\n"
+     "          copy): the buffer protocol (numpy, bytearray) or DLPack (torch CPU or\n"
+     "          CUDA tensors); C-contiguous, the batch's shape and dtype, aligned to\n"
+     "          its elements, else ValueError saying what differs. device follows\n"
+     "          out (CUDA tensors decode on the GPU). The Batch returned views out's\n"
+     "          memory and keeps it referenced.\n\n"
      "Shape: (N, C, H, W) for NCHW, (N, H, W, C) for NHWC, taken from the first image\n"
      "whose header reads; every image must give that shape (mixed sizes: use\n"
      "l3.decode_list). Statuses: Batch.status[i] is 0 when image i decoded, else an\n"
@@ -109,6 +122,9 @@ static PyMethodDef methods[] = {
      "cuda_available($module, /)\n--\n\n"
      "True when this build has CUDA support (l3.built_with_cuda) and a usable GPU\n"
      "and driver are present; never raises."},
+    {"_copy_to_host", l3py_copy_to_host, METH_O,
+     "_copy_to_host($module, batch, /)\n--\n\n"
+     "A batch's bytes (copied from the GPU for a GPU batch); for tests."},
     {"_batch_rebuild", l3py_batch_rebuild, METH_VARARGS,
      "_batch_rebuild($module, data, shape, dtype, status, errors, /)\n--\n\n"
      "Rebuilds a pickled CPU l3.Batch (used by pickle; not for direct use)."},

@@ -48,15 +48,16 @@ class Batch:
 
 def info(buf: _Buffer, /) -> Dict[str, Any]: ...
 def decode(buf: _Buffer, threads: Optional[int] = None, verify: bool = False,
-           channels: Optional[Literal[1, 3, 4]] = None, squeeze: bool = False) -> np.ndarray: ...
+           channels: Optional[Literal[1, 3, 4]] = None, squeeze: bool = False,
+           out: Any = None) -> Any: ...
 def encode(data: Union[_Buffer, np.ndarray], threads: Optional[int] = None,
            tile: int = 0) -> bytes: ...
 def decode_batch(bufs: Sequence[_Buffer], *, device: Any = "cpu",
                  layout: Literal["NCHW", "CHW", "NHWC", "HWC"] = "NCHW",
-                 dtype: _DType = "uint8", channels: Optional[Literal[1, 3, 4]] = None,
+                 dtype: Optional[_DType] = None, channels: Optional[Literal[1, 3, 4]] = None,
                  mean: _Floats = None, std: _Floats = None, scale: _Floats = None,
                  threads: Optional[int] = None, strict: Optional[bool] = None,
-                 stream: int = 0) -> Batch: ...
+                 stream: int = 0, out: Any = None) -> Batch: ...
 def decode_list(bufs: Sequence[_Buffer], *,
                 layout: Literal["HWC", "NHWC", "CHW", "NCHW"] = "HWC",
                 dtype: Optional[_DType] = None, channels: Optional[Literal[1, 3, 4]] = None,
