@@ -7,7 +7,8 @@
 # and in each, from a directory outside the tree: `import l3` must come from
 # the installation, then the Python test suites run against it
 # (--target: tests/gpu/test_l3py.py, tests/python/test_api.py,
-# tests/python/test_pillow.py; venv: the last two).
+# tests/python/test_pillow.py, test_out.py, test_torch.py; venv: test_api.py,
+# test_pillow.py, test_out.py).
 # Environment (meson test): L3_SOURCE_ROOT; L3_CORPUS for test_l3py.py.
 set -euo pipefail
 src=${L3_SOURCE_ROOT:?}
@@ -46,7 +47,9 @@ run() { # name python PYTHONPATH where-the-package-must-be suites...
     done
 }
 run "pip --target" "$py" "$work/target" "$work/target" \
-    tests/gpu/test_l3py.py tests/python/test_api.py tests/python/test_pillow.py
+    tests/gpu/test_l3py.py tests/python/test_api.py tests/python/test_pillow.py \
+    tests/python/test_out.py tests/python/test_torch.py
 # the same wheel in a venv: the quick suites (the long one ran above)
 venv_site=$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-run "venv" "$work/venv/bin/python" "" "$venv_site" tests/python/test_api.py tests/python/test_pillow.py
+run "venv" "$work/venv/bin/python" "" "$venv_site" tests/python/test_api.py tests/python/test_pillow.py \
+    tests/python/test_out.py
