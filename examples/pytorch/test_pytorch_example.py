@@ -1,8 +1,10 @@
 #!/usr/bin/python3
-"""Test of the PyTorch example: mounts data/sample with l3fs (labels as .l3, then
-as PNG via --exclude), checks that the datasets and the collate function give
-exactly PIL's pixels and label ids, then trains a few CPU steps from the mount
-and from the PNG tree and checks both runs see the same data (same losses).
+"""Test of the PyTorch example and of l3.torch, which it uses: mounts data/sample
+with l3fs (labels as .l3, then as PNG via --exclude), checks that l3.torch's
+datasets, batches (decoded in a worker into one shared-memory tensor) and
+collate give exactly PIL's pixels and label ids, then trains a few CPU steps
+from the mount and from the PNG tree and checks both runs see the same data
+(same losses).
 
 Environment (set by meson): L3_SOURCE_ROOT, L3FS (the l3fs binary), PYTHONPATH
 with the build's python/ folder. Exit status 77 (meson: skipped) when torch is
@@ -36,9 +38,10 @@ from PIL import Image  # noqa: E402
 
 import l3  # noqa: E402
 
+import l3.torch  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import l3_dataset  # noqa: E402
 import train  # noqa: E402
 
 SRC = os.path.join(os.environ.get("L3_SOURCE_ROOT", os.path.join(HERE, "..", "..")),
@@ -87,7 +90,7 @@ class Mount:
 
 def check_mount(m, label_ext):
     tag = f"[labels {label_ext}]"
-    ds = l3_dataset.CityscapesL3(m.mnt, split="train")
+    ds = l3.torch.Cityscapes(m.mnt, split="train")
     check(len(ds) == 1 and ds.unlabelled == 1,
           f"{tag} Cityscapes train split: 1 labelled image, 1 without labels "
           f"(got {len(ds)}, {ds.unlabelled})")
@@ -97,48 +100,50 @@ def check_mount(m, label_ext):
 
     ref_img = pil(os.path.join(SRC, IMG_REL + ".png"))        # H,W,3 uint8
     ref_lbl = pil(os.path.join(SRC, LBL_REL + ".png"))        # H,W uint8 label ids
-    item = ds[0]
-    check(isinstance(item[0], bytes) and item[0][:4] != b"\x89PNG",
-          f"{tag} the dataset hands over the .l3 bytes")
 
-    # uint8 NCHW: exactly PIL's samples; labels exactly PIL's ids.
-    x, y = l3_dataset.L3Collate(dtype="uint8")([item])
+    # A batch from __getitems__ (what a DataLoader worker calls): uint8 NCHW,
+    # exactly PIL's samples; labels exactly PIL's ids, (N, H, W) uint8.
+    batch = ds.__getitems__([0])
+    check(isinstance(batch, l3.torch.Batched), f"{tag} __getitems__ returns a collated batch")
+    x, y = l3.torch.collate(batch)
+    check(x is batch[0] and y is batch[1], f"{tag} collate passes the batch through (no copy)")
     check(tuple(x.shape) == (1, 3) + ref_img.shape[:2] and x.dtype == torch.uint8,
           f"{tag} uint8 batch shape {tuple(x.shape)}")
     check(np.array_equal(x[0].permute(1, 2, 0).numpy(), ref_img),
           f"{tag} decoded image equals PIL's decode of the source PNG")
-    check(tuple(y.shape) == (1,) + ref_lbl.shape and y.dtype == torch.int64,
-          f"{tag} label batch shape {tuple(y.shape)}")
-    check(np.array_equal(y[0].numpy(), ref_lbl.astype(np.int64)),
-          f"{tag} label ids equal PIL's decode of the labelIds PNG")
+    check(tuple(y.shape) == (1,) + ref_lbl.shape and y.dtype == torch.uint8,
+          f"{tag} label batch shape {tuple(y.shape)} {y.dtype}")
+    check(np.array_equal(y[0].numpy(), ref_lbl), f"{tag} label ids equal PIL's decode")
+    xi, yi = ds[0]
+    check(torch.equal(xi, x[0]) and torch.equal(yi, y[0]), f"{tag} ds[0] equals the batch's item")
 
-    # float32 normalised: ToTensor() + Normalize() of PIL's pixels.
-    xf, _ = l3_dataset.L3Collate(num_classes=34)([item])
-    mean = np.array(l3_dataset.IMAGENET_MEAN, np.float32)[:, None, None]
-    std = np.array(l3_dataset.IMAGENET_STD, np.float32)[:, None, None]
+    # float32 normalised by the decoder: ToTensor() + Normalize() of PIL's pixels.
+    dsf = l3.torch.Cityscapes(m.mnt, split="train", dtype="float32",
+                              mean=l3.torch.IMAGENET_MEAN, std=l3.torch.IMAGENET_STD)
+    xf, _ = dsf.__getitems__([0])
+    mean = np.array(l3.torch.IMAGENET_MEAN, np.float32)[:, None, None]
+    std = np.array(l3.torch.IMAGENET_STD, np.float32)[:, None, None]
     want = (ref_img.transpose(2, 0, 1).astype(np.float32) / np.float32(255) - mean) / std
     check(xf.dtype == torch.float32 and np.allclose(xf[0].numpy(), want, rtol=0, atol=2e-6),
           f"{tag} float32 batch equals (PIL/255 - mean)/std "
           f"(max diff {np.abs(xf[0].numpy() - want).max():.2e})")
+    check(torch.equal(l3.torch.normalize(x), xf),
+          f"{tag} uint8 batch normalised by the consumer equals the float32 batch, bit for bit")
 
-    check(torch.equal(l3_dataset.normalize(x), xf),
-          f"{tag} uint8 batch normalised with torch equals the float32 batch")
-
-    # Through a DataLoader with a worker process (CPU decode in the worker).
-    loader = l3_dataset.make_loader(ds, 1, device="cpu", num_workers=1, shuffle=False,
-                                    num_classes=34)
+    # Through a DataLoader with a worker process: decoded there into one
+    # shared-memory tensor, handed over as it is.
+    loader = l3.torch.loader(ds, 1, device="cpu", num_workers=1, shuffle=False)
     xb, yb = next(iter(loader))
-    check(torch.equal(xb, xf), f"{tag} DataLoader worker batch equals the direct decode")
-    check(int(yb.max()) < 34 or int(yb.max()) == l3_dataset.IGNORE_INDEX,
-          f"{tag} label ids in range")
+    check(torch.equal(xb, x) and torch.equal(yb, y),
+          f"{tag} DataLoader worker batch equals the direct decode")
+    check(xb.is_shared() and yb.is_shared(), f"{tag} the worker's batch is in shared memory")
 
-    # With a GPU: the loader's GPU path (bytes from workers, decode in the main
-    # process) gives the same tensors as the CPU path.
+    # With a GPU: bytes from the workers, decode in the main process.
     if torch.cuda.is_available() and l3.cuda_available():
-        gloader = l3_dataset.make_loader(ds, 1, device="cuda", num_workers=1, shuffle=False,
-                                         num_classes=34)
+        dsg = l3.torch.Cityscapes(m.mnt, split="train")
+        gloader = l3.torch.loader(dsg, 1, device="cuda", num_workers=1, shuffle=False)
         xg, yg = next(iter(gloader))
-        check(xg.is_cuda and torch.equal(xg.cpu(), xf) and torch.equal(yg.cpu(), yb),
+        check(xg.is_cuda and torch.equal(xg.cpu(), x) and torch.equal(yg.cpu(), y),
               f"{tag} GPU batch decode equals the CPU decode")
     else:
         print(f"     {tag} GPU path not exercised: no GPU usable by torch and l3 here")
@@ -157,16 +162,21 @@ def main():
             check_mount(b, ".png")
 
             # ImageFolder over leftImg8bit: classes train/val, 3 images.
-            folder = l3_dataset.ImageFolderL3(os.path.join(a.mnt, "leftImg8bit"))
+            folder = l3.torch.ImageFolder(os.path.join(a.mnt, "leftImg8bit"))
             check(folder.classes == ["train", "val"] and len(folder) == 3,
                   f"ImageFolder classes {folder.classes}, {len(folder)} samples")
             # RGBA source, forced to 3 channels: alpha dropped.
-            art = l3_dataset.ImageFolderL3(os.path.join(a.mnt, "art"))
+            art = l3.torch.ImageFolder(os.path.join(a.mnt, "art"))
             rgba = [s for s in art.samples if s[0].endswith("earth_rgba.l3")]
-            x, t = l3_dataset.L3Collate(dtype="uint8")([art[art.samples.index(rgba[0])]])
+            x, t = art.__getitems__([art.samples.index(rgba[0])])
             ref = pil(os.path.join(SRC, "art", "earth_rgba.png"))[:, :, :3]
             check(np.array_equal(x[0].permute(1, 2, 0).numpy(), ref) and t.tolist() == [0],
                   "RGBA image forced to 3 channels equals PIL's RGB channels")
+            # The PNG tree through the same dataset class (Pillow decode): the same batch.
+            png = l3.torch.ImageFolder(os.path.join(SRC, "leftImg8bit"), extensions=(".png",))
+            xl, _ = folder.__getitems__([0, 1])
+            xp, _ = png.__getitems__([0, 1])
+            check(torch.equal(xl, xp), "ImageFolder over the PNGs (Pillow) gives the same batch")
 
             # Training: a few CPU steps from the mount and from the PNG tree;
             # same seed, same data -> the same losses.
@@ -186,10 +196,11 @@ def main():
                  "--batch-size", "2", "--workers", "2"] + common))
             check(r_cls["images"] == 4 and all(np.isfinite(r_cls["losses"])),
                   f"classification training over ImageFolder: {r_cls['images']} timed images")
-            r_u8, _ = train.run(train.parse_args(
-                [a.mnt, "--batch-size", "1", "--workers", "1", "--dtype", "uint8"] + common))
-            check(np.allclose(r_u8["losses"], r_l3["losses"], rtol=1e-5, atol=0),
-                  "uint8 loader + normalisation before the model: the same losses")
+            r_f32, _ = train.run(train.parse_args(
+                [a.mnt, "--batch-size", "1", "--workers", "1", "--dtype", "float32"] + common))
+            check(r_f32["losses"] == r_l3["losses"],
+                  "float32 batches normalised by the decoder: the same losses as uint8 "
+                  "batches normalised before the model")
             with open(os.path.join(a.mnt, ".l3fs", "stats.json")) as f:
                 fs = json.load(f)["fs"]
             check(fs["encodes"] >= 3 and fs["encode_errors"] == 0 and fs["l3_open_hits"] >= 1,

@@ -12,18 +12,21 @@ ROOT is an l3fs mount (images as .l3) or, with --ext .png, the plain PNG tree
                per-pixel classification (34 Cityscapes label ids)
   imagefolder  ROOT/CLASS/*.l3: whole-image classification
 
+The datasets and the loader are l3.torch's (installed with the l3 package).
 Decoding runs on the GPU when torch and the l3 module both see one, else on the
-CPU in the DataLoader workers. --loader-only iterates the loader without the
-model and reports images/s (used by bench/run.sh).
+CPU in the DataLoader workers, each batch decoded into one shared-memory
+tensor; batches are uint8 and normalised here, on the device, before the model
+(--dtype float32 moves float32 batches normalised by the decoder instead).
+--loader-only iterates the loader without the model and reports images/s
+(used by bench/run.sh).
 
 From the build tree:
-  PYTHONPATH=build/python:examples/pytorch /usr/bin/python3 examples/pytorch/train.py MNT
+  PYTHONPATH=build/python /usr/bin/python3 examples/pytorch/train.py MNT
 """
 
 import argparse
 import json
 import math
-import os
 import sys
 import time
 
@@ -31,10 +34,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import l3_dataset  # noqa: E402
+import l3
+import l3.torch
 
 CITYSCAPES_CLASSES = 34
+IGNORE_INDEX = 255
 
 
 class TinyNet(nn.Module):
@@ -59,11 +63,31 @@ class TinyNet(nn.Module):
 
 
 def build_dataset(args):
+    fmt = dict(extensions=(args.ext,), dtype=args.dtype)
+    if args.dtype == "float32":
+        fmt.update(mean=l3.torch.IMAGENET_MEAN, std=l3.torch.IMAGENET_STD)
     if args.layout == "cityscapes":
-        ds = l3_dataset.CityscapesL3(args.root, split=args.split, ext=args.ext)
+        ds = l3.torch.Cityscapes(args.root, split=args.split, **fmt)
         return ds, CITYSCAPES_CLASSES
-    ds = l3_dataset.ImageFolderL3(args.root, ext=args.ext)
+    ds = l3.torch.ImageFolder(args.root, **fmt)
     return ds, len(ds.classes)
+
+
+def default_device():
+    """'cuda' when this l3 build and torch both see a GPU, else 'cpu'."""
+    return "cuda" if torch.cuda.is_available() and l3.cuda_available() else "cpu"
+
+
+def prepare(x, y, num_classes, dtype):
+    """A batch as the model takes it: float32 images (normalised here when the
+    loader handed over uint8), int64 targets (label ids past the classes
+    ignored)."""
+    if dtype == "uint8":
+        x = l3.torch.normalize(x)
+    y = y.long()
+    if y.dim() == 3:
+        y = torch.where(y < num_classes, y, torch.full_like(y, IGNORE_INDEX))
+    return x, y
 
 
 def batches(loader, steps):
@@ -82,12 +106,14 @@ def batches(loader, steps):
 
 
 def run(args):
-    device = args.device if args.device != "auto" else l3_dataset.default_device()
+    device = args.device if args.device != "auto" else default_device()
     torch.manual_seed(0)
     ds, num_classes = build_dataset(args)
-    loader = l3_dataset.make_loader(ds, args.batch_size, device=device,
-                                    num_workers=args.workers, num_classes=num_classes,
-                                    shuffle=not args.loader_only, dtype=args.dtype)
+    if len(ds) < args.batch_size:
+        raise SystemExit(f"{args.root}: {len(ds)} samples, fewer than one batch of "
+                         f"{args.batch_size} (try --batch-size {len(ds)})")
+    loader = l3.torch.loader(ds, args.batch_size, device=device, num_workers=args.workers,
+                             shuffle=not args.loader_only)
     model = None
     if not args.loader_only:
         model = TinyNet(num_classes, dense=args.layout == "cityscapes").to(device)
@@ -104,10 +130,9 @@ def run(args):
             images += x.shape[0]
         if model is None:
             continue
-        if args.dtype == "uint8":  # the loader moved bytes; normalise on the device
-            x = l3_dataset.normalize(x)
+        x, y = prepare(x, y, num_classes, args.dtype)
         out = model(x)
-        loss = F.cross_entropy(out, y, ignore_index=l3_dataset.IGNORE_INDEX)
+        loss = F.cross_entropy(out, y, ignore_index=IGNORE_INDEX)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -138,12 +163,13 @@ def parse_args(argv=None):
     p.add_argument("--ext", default=".l3", help=".l3 (an l3fs mount) or .png (PIL decode)")
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--warmup", type=int, default=1, help="untimed first steps")
-    p.add_argument("--batch-size", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--dtype", choices=["float32", "uint8"], default="float32",
-                   help="loader output: float32 normalised, or uint8 (4x fewer bytes from "
-                        "the workers; normalised on the device before the model)")
+    p.add_argument("--dtype", choices=["uint8", "float32"], default="uint8",
+                   help="loader output: uint8, normalised on the device before the model "
+                        "(the default: 4x fewer bytes from the workers), or float32 "
+                        "normalised by the decoder")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     p.add_argument("--loader-only", action="store_true",
                    help="iterate the loader without training; report images/s")
