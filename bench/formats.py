@@ -114,8 +114,8 @@ def main():
            "loadavg": load, "rows": []}
     print(f"{len(bufs)} images, {px / 1e6:.1f} Mpixel, best of {args.rounds} rounds per "
           f"image, one thread; load average {load[0]:.2f} -> {load[1]:.2f}")
-    print(f"| format | images/s (CPU time) | images/s (wall) | vs HWC u8 |")
-    print(f"| --- | ---: | ---: | ---: |")
+    print("| format | images/s (CPU time) | images/s (wall) | vs HWC u8 |")
+    print("| --- | ---: | ---: | ---: |")
     for name, _, _ in rows:
         c, w = sum(best_cpu[name]), sum(best_wall[name])
         print(f"| {name} | {len(bufs) / c:.1f} | {len(bufs) / w:.1f} | {ref / c:.2f} |")
