@@ -2,8 +2,11 @@
 (numpy arrays, torch tensors through DLPack, plain byte buffers), the checks
 of shape, dtype, contiguity, alignment and writability, the Batch that views
 out, and the reuse of freed batch memory. Run by meson test with the build
-tree's package and by test_installed.sh against a pip-installed one."""
+tree's package and by test_installed.sh against a pip-installed one; reports
+in TAP (tests/common/tap.py)."""
 import gc
+import os
+import sys
 import unittest
 
 import numpy as np
@@ -172,4 +175,7 @@ class DecodeBatchOut(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+    import tap  # noqa: E402 - each case in TAP, skips with their reasons
+
+    tap.main()
