@@ -155,3 +155,75 @@ unsigned th_lz_planes(const unsigned counts[256], unsigned kind)
             s += counts[m];
     return s;
 }
+
+uint8_t *th_all_modes_image(void)
+{
+    uint8_t *px = malloc(128 * 64 * 3);
+    uint64_t s = 99;
+    for (uint32_t y = 0; y < 64; y++)
+        for (uint32_t x = 0; x < 128; x++)
+            for (int c = 0; c < 3; c++) {
+                uint8_t v;
+                if (x < 64 && y < 32) /* period-2 dither on a ramp */
+                    v = (uint8_t)(x + y + (((x ^ y) & 1) ? 40 : 0));
+                else if (x >= 64 && y < 32) /* sparse dots on flat */
+                    v = (tc_splitmix64(&s) % 23 == 0) ? 200 : 10;
+                else if (x < 64) /* smooth ramp + small noise */
+                    v = (uint8_t)(x * 2 + y + tc_splitmix64(&s) % 3);
+                else /* noise */
+                    v = (uint8_t)tc_splitmix64(&s);
+                px[(y * 128 + x) * 3 + c] = (uint8_t)(v + c * 7);
+            }
+    return px;
+}
+
+void *th_lz_image(const struct l3_info *info, uint64_t seed)
+{
+    const unsigned C = info->channels, sb = info->bit_depth > 8 ? 2 : 1;
+    const uint32_t maxv = info->color == L3_COLOR_PALETTE ? info->palette_len - 1u
+                                                          : (1u << info->bit_depth) - 1;
+    uint32_t tex[8][8][4];
+    uint64_t s = seed;
+    for (int y = 0; y < 8; y++)
+        for (int x = 0; x < 8; x++)
+            for (unsigned c = 0; c < C; c++)
+                tex[y][x][c] = (uint32_t)(tc_splitmix64(&s) % (maxv + 1));
+    uint8_t *px = malloc((size_t)info->width * info->height * C * sb);
+    for (uint32_t y = 0; y < info->height; y++)
+        for (uint32_t x = 0; x < info->width; x++)
+            for (unsigned c = 0; c < C; c++) {
+                uint32_t v = (x / 8 * 5 + y / 8 * 3) % 16 == 7 ? (uint32_t)(tc_splitmix64(&s) % (maxv + 1))
+                                                        : tex[y % 8][x % 8][c];
+                size_t i = ((size_t)y * info->width + x) * C + c;
+                if (sb == 2)
+                    ((uint16_t *)px)[i] = (uint16_t)v;
+                else
+                    px[i] = (uint8_t)v;
+            }
+    return px;
+}
+
+void th_kind_image(int which, uint8_t *px)
+{
+    uint64_t s = 5;
+    uint8_t tex[8][8], amp[32], row[32];
+    for (int i = 0; i < 64; i++)
+        tex[i / 8][i % 8] = (uint8_t)(tc_splitmix64(&s) % 4);
+    for (int i = 0; i < 32; i++) {
+        amp[i] = (uint8_t)(40 + tc_splitmix64(&s) % 100);
+        row[i] = (uint8_t)(tc_splitmix64(&s) % 60);
+    }
+    for (int y = 0; y < 32; y++)
+        for (int x = 0; x < 64; x++) {
+            int v;
+            if (which == 0) { /* bottom half repeats the top half */
+                int yy = y % 16;
+                v = (x & 1) ? 200 - x * 3 / 2 - yy * 2 : 20 + x + yy * 3 + x * x / 64;
+            } else if (which == 1) {
+                v = tex[y % 8][x % 8] + x * x / 16 + y * y / 24;
+            } else {
+                v = row[y] + ((x & 1) ? amp[y] : 0) + x * x / 16;
+            }
+            px[y * 64 + x] = (uint8_t)v;
+        }
+}

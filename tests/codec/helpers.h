@@ -17,6 +17,25 @@ void th_info(struct l3_info *info, unsigned color, unsigned depth, uint32_t w,
  * the depth (and the palette). */
 void *th_image(const struct l3_info *info, enum th_pattern pat, uint64_t seed,
                size_t *size_ret);
+/* 128x64 8-bit RGB (malloc'd) whose 64x32 quarters are a period-2 dither on
+ * a ramp, sparse dots on flat, a ramp with small noise, and noise: with
+ * 32x32 tiles at effort -1 the encoder writes RAW, LEFT2 and short-group
+ * planes and uses the colour transform; at the default effort LZ planes. */
+uint8_t *th_all_modes_image(void);
+/* Repeats for LZ (malloc'd, tight rows): an 8x8 random texture tiled over
+ * the image, with one 8x8 block in 16 of noise (so that tiles are not all
+ * copies; with more noise, 1-bit planes stay RAW, which costs 1 bit per
+ * sample where literals cost about 1.5). Values fit the depth and palette. */
+void *th_lz_image(const struct l3_info *info, uint64_t seed);
+/* 64 x 32 8-bit gray samples into px on which the LZ coding with the plane's
+ * own predictor beats the one with the left predictor, so that a real
+ * encoder output (effort 2, 32x32 tiles) exercises each of the decoder's LZ
+ * loops. which 0 (MED): interleaved ramps, the bottom half repeating the
+ * top; 1 (GRAD): a small texture on curved ramps in x and y (both ramps
+ * cancel); 2 (LEFT2): a period-2 pattern whose amplitude changes from row to
+ * row on a curved ramp. */
+void th_kind_image(int which, uint8_t *px);
+
 /* Encodes, checks read_info/verify, decodes (1 thread and `threads`) and
  * compares with the input; returns 0 on success, else a non-zero code and
  * a message in msg. The encoded file is returned when out_ret != NULL. */

@@ -127,37 +127,14 @@ Test(format, roundtrip_long_thin)
     free(px);
 }
 
-/* Dithered and striped content drives the encoder to the LEFT2 predictor and
- * short groups; photos-like gradients to MED/GRAD. Without LZ planes
- * (effort -1) every legacy mode appears and round-trips; with the default
- * effort the repeats inside the dither and the flat areas make LZ planes win,
- * and the file still round-trips bit for bit. */
-static uint8_t *all_modes_image(void)
-{
-    uint8_t *px = malloc(128 * 64 * 3);
-    uint64_t s = 99;
-    for (uint32_t y = 0; y < 64; y++)
-        for (uint32_t x = 0; x < 128; x++)
-            for (int c = 0; c < 3; c++) {
-                uint8_t v;
-                if (x < 64 && y < 32) /* period-2 dither on a ramp */
-                    v = (uint8_t)(x + y + (((x ^ y) & 1) ? 40 : 0));
-                else if (x >= 64 && y < 32) /* sparse dots on flat */
-                    v = (tc_splitmix64(&s) % 23 == 0) ? 200 : 10;
-                else if (x < 64) /* smooth ramp + small noise */
-                    v = (uint8_t)(x * 2 + y + tc_splitmix64(&s) % 3);
-                else /* noise */
-                    v = (uint8_t)tc_splitmix64(&s);
-                px[(y * 128 + x) * 3 + c] = (uint8_t)(v + c * 7);
-            }
-    return px;
-}
-
+/* Without LZ planes (effort -1) every legacy mode appears and round-trips;
+ * with the default effort the repeats inside the dither and the flat areas
+ * make LZ planes win, and the file still round-trips bit for bit. */
 Test(format, roundtrip_all_plane_modes)
 {
     struct l3_info info;
     th_info(&info, L3_COLOR_RGB, 8, 128, 64);
-    uint8_t *px = all_modes_image();
+    uint8_t *px = th_all_modes_image();
     struct l3_encode_options eo = {0};
     eo.tile_width = 32;
     eo.tile_height = 32;
@@ -1222,36 +1199,6 @@ Test(format, lz_mode_bytes)
 
 /* ---------------------------------------------------------------- LZ from the encoder */
 
-/* Repeats for LZ: an 8x8 random texture tiled over the image, with one 8x8
- * block in 16 of noise (so that tiles are not all copies; with more noise,
- * 1-bit planes stay RAW, which costs 1 bit per sample where literals cost
- * about 1.5). Values fit the depth and the palette. */
-static void *lz_image(const struct l3_info *info, uint64_t seed)
-{
-    const unsigned C = info->channels, sb = info->bit_depth > 8 ? 2 : 1;
-    const uint32_t maxv = info->color == L3_COLOR_PALETTE ? info->palette_len - 1u
-                                                          : (1u << info->bit_depth) - 1;
-    uint32_t tex[8][8][4];
-    uint64_t s = seed;
-    for (int y = 0; y < 8; y++)
-        for (int x = 0; x < 8; x++)
-            for (unsigned c = 0; c < C; c++)
-                tex[y][x][c] = (uint32_t)(tc_splitmix64(&s) % (maxv + 1));
-    uint8_t *px = malloc((size_t)info->width * info->height * C * sb);
-    for (uint32_t y = 0; y < info->height; y++)
-        for (uint32_t x = 0; x < info->width; x++)
-            for (unsigned c = 0; c < C; c++) {
-                uint32_t v = (x / 8 * 5 + y / 8 * 3) % 16 == 7 ? (uint32_t)(tc_splitmix64(&s) % (maxv + 1))
-                                                        : tex[y % 8][x % 8][c];
-                size_t i = ((size_t)y * info->width + x) * C + c;
-                if (sb == 2)
-                    ((uint16_t *)px)[i] = (uint16_t)v;
-                else
-                    px[i] = (uint8_t)v;
-            }
-    return px;
-}
-
 /* Every colour model and depth (16-bit and sub-byte included): effort 2
  * writes LZ planes on repeated content and the file decodes to the source
  * bit for bit; the default effort round-trips too; effort -1 writes none. */
@@ -1262,7 +1209,7 @@ Test(format, lz_roundtrip_models_depths)
         for (unsigned di = 0; di < ndepths[color]; di++) {
             struct l3_info info;
             th_info(&info, color, depths_of[color][di], 80, 48);
-            void *px = lz_image(&info, 100 + color * 7 + di);
+            void *px = th_lz_image(&info, 100 + color * 7 + di);
             for (int effort = -1; effort <= 2; effort++) {
                 if (effort == 1)
                     continue;
@@ -1288,36 +1235,6 @@ Test(format, lz_roundtrip_models_depths)
         }
 }
 
-/* Content on which the LZ coding with the plane's own predictor beats the one
- * with the left predictor, so that a real encoder output exercises each of
- * the decoder's LZ loops: interleaved ramps (MED), a small texture on curved
- * ramps in x and y (GRAD: both ramps cancel), and a period-2 pattern whose
- * amplitude changes from row to row on a curved ramp (LEFT2). */
-static void kind_image(int which, uint8_t *px)
-{
-    uint64_t s = 5;
-    uint8_t tex[8][8], amp[32], row[32];
-    for (int i = 0; i < 64; i++)
-        tex[i / 8][i % 8] = (uint8_t)(tc_splitmix64(&s) % 4);
-    for (int i = 0; i < 32; i++) {
-        amp[i] = (uint8_t)(40 + tc_splitmix64(&s) % 100);
-        row[i] = (uint8_t)(tc_splitmix64(&s) % 60);
-    }
-    for (int y = 0; y < 32; y++)
-        for (int x = 0; x < 64; x++) {
-            int v;
-            if (which == 0) { /* bottom half repeats the top half */
-                int yy = y % 16;
-                v = (x & 1) ? 200 - x * 3 / 2 - yy * 2 : 20 + x + yy * 3 + x * x / 64;
-            } else if (which == 1) {
-                v = tex[y % 8][x % 8] + x * x / 16 + y * y / 24;
-            } else {
-                v = row[y] + ((x & 1) ? amp[y] : 0) + x * x / 16;
-            }
-            px[y * 64 + x] = (uint8_t)v;
-        }
-}
-
 Test(format, lz_every_predictor_from_the_encoder)
 {
     static const unsigned kinds[3] = {L3_PLANE_MED, L3_PLANE_GRAD, L3_PLANE_LEFT2};
@@ -1328,7 +1245,7 @@ Test(format, lz_every_predictor_from_the_encoder)
         struct l3_info info;
         th_info(&info, L3_COLOR_GRAY, 8, 64, 32);
         uint8_t px[64 * 32];
-        kind_image(which, px);
+        th_kind_image(which, px);
         for (int effort = -1; effort <= 2; effort += 3) {
             struct l3_encode_options eo = {.effort = effort, .tile_width = 32, .tile_height = 32};
             void *f = NULL;
@@ -1362,7 +1279,7 @@ Test(format, lz_plane_bit_flips)
     for (unsigned depth = 2; depth <= 16; depth += 14) {
         struct l3_info info;
         th_info(&info, L3_COLOR_GRAY, depth, 48, 24);
-        void *px = lz_image(&info, depth);
+        void *px = th_lz_image(&info, depth);
         struct l3_encode_options eo = {0};
         eo.effort = 2;
         size_t n;
