@@ -5,6 +5,7 @@ set -euo pipefail
 pkgs=(
   build-essential pkg-config meson ninja-build   # g++ too: the C++17 consumer of tests/install
   libpng-dev libxxhash-dev libfuse3-dev fuse3 libcriterion-dev
+  nettle-dev                        # SHA-256 of decoded pixels in the golden-file tests
   python3 python3-dev python3-numpy python3-pil
   python3-torch                     # PyTorch loader example and its test (CPU)
   python3-torchvision               # the Pillow plugin under an unchanged ImageFolder (tests/python)
