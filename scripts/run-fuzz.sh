@@ -6,7 +6,8 @@
 # BUILD_DIR is a fuzz build: CC=clang meson setup BUILD_DIR -Dfuzz=true ...
 # Seeds are made fresh from the repository's sample images (data/) and, when
 # present, PngSuite from the corpus cache ($L3_CORPUS or /var/cache/l3fs-corpus);
-# corpora grown by earlier runs are kept in BUILD_DIR/fuzz-work/corpus.
+# corpora grown by earlier runs are kept in BUILD_DIR/fuzz-work/corpus; every
+# harness also starts from fuzz/regressions/ (hand-built corrupt inputs).
 # Crash inputs land in BUILD_DIR/fuzz-work/artifacts.
 set -euo pipefail
 if [ $# -ne 2 ]; then
@@ -35,7 +36,7 @@ run() { # harness corpus-name
   echo "run-fuzz: $h for ${secs}s (seeds: $(ls "$work/seeds/$c" | wc -l), corpus: $(ls "$work/corpus/$c" | wc -l))"
   "$build/fuzz/$h" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=5 -max_len=65536 \
     -print_final_stats=1 -artifact_prefix="$work/artifacts/$h-" \
-    "$work/corpus/$c" "$work/seeds/$c" >"$log" 2>&1 || rc=$?
+    "$work/corpus/$c" "$work/seeds/$c" "$root/fuzz/regressions" >"$log" 2>&1 || rc=$?
   local execs
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   if [ $rc -ne 0 ]; then
