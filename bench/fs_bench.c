@@ -26,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tc_shell.h"
+
 static const char *l3fs = NULL;
 static char work[1024];
 
@@ -45,17 +47,6 @@ static void die(const char *fmt, ...)
     fprintf(stderr, "\n");
     va_end(ap);
     exit(1);
-}
-
-static int sh(const char *fmt, ...)
-{
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int r = system(cmd);
-    return WIFEXITED(r) ? WEXITSTATUS(r) : 128;
 }
 
 static pid_t daemon_pid = -1;
@@ -92,7 +83,7 @@ static void do_umount(void)
 {
     if (daemon_pid < 0)
         return;
-    sh("fusermount3 -u '%s'", mounted_at);
+    tc_sh("fusermount3 -u '%s'", mounted_at);
     int ws;
     waitpid(daemon_pid, &ws, 0);
     daemon_pid = -1;
@@ -102,7 +93,7 @@ static void cleanup(void)
 {
     do_umount();
     if (work[0] && !getenv("FS_BENCH_KEEP"))
-        sh("rm -rf '%s'", work);
+        tc_sh("rm -rf '%s'", work);
 }
 
 /* Reads a whole file with 1 MiB reads; returns bytes or -1. */
@@ -283,7 +274,7 @@ int main(int argc, char **argv)
     snprintf(cache, sizeof cache, "%s/cache", work);
     mkdir(src, 0755);
     mkdir(mnt, 0755);
-    if (sh("cp %s/*.png '%s'/", photos, src) != 0)
+    if (tc_sh("cp %s/*.png '%s'/", photos, src) != 0)
         die("copy photos");
     printf("l3fs fs_bench: %zu photos from %s, %d reps (best of), work dir %s\n", pngs.n,
            photos, reps, work);
@@ -384,7 +375,7 @@ int main(int argc, char **argv)
                     nosync[i] = min_d(nosync[i], t);
             }
             do_umount();
-            sh("rm -rf '%s'", cc);
+            tc_sh("rm -rf '%s'", cc);
         }
     }
     fsync_policy = "object";
@@ -424,21 +415,21 @@ int main(int argc, char **argv)
         }
         do_mount(lsrc, mnt, lcache);
         double t0 = now();
-        if (sh("'%s' warm '%s' -j 4 > /dev/null 2>&1", l3fs, mnt) != 0)
+        if (tc_sh("'%s' warm '%s' -j 4 > /dev/null 2>&1", l3fs, mnt) != 0)
             die("l3fs warm failed");
         double warm = now() - t0;
         do_umount();
         double best_src = 1e9, best_l3 = 1e9, best_l3b = 1e9;
         for (int r = 0; r < reps; r++) {
             t0 = now();
-            sh("ls -lR '%s' > /dev/null", lsrc);
+            tc_sh("ls -lR '%s' > /dev/null", lsrc);
             best_src = min_d(best_src, now() - t0);
             do_mount(lsrc, mnt, lcache);
             t0 = now();
-            sh("ls -lR '%s' > /dev/null", mnt);
+            tc_sh("ls -lR '%s' > /dev/null", mnt);
             best_l3 = min_d(best_l3, now() - t0);
             t0 = now();
-            sh("ls -lR '%s' > /dev/null", mnt);
+            tc_sh("ls -lR '%s' > /dev/null", mnt);
             best_l3b = min_d(best_l3b, now() - t0);
             do_umount();
         }

@@ -34,6 +34,7 @@
 #include <qoi.h>
 
 #include "l3.h"
+#include "tc_file.h"
 
 enum { D_PNG, D_SPNG, D_QOI, D_WEBP, D_JXL, D_L3, D_L3N, E_L3, NOPS };
 static const char *const op_name[NOPS] = {
@@ -52,24 +53,6 @@ static double wall_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static unsigned char *read_file(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    struct stat st;
-    unsigned char *b = NULL;
-    if (fstat(fileno(f), &st) == 0 && st.st_size > 0 && (b = malloc((size_t)st.st_size))) {
-        if (fread(b, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
-            free(b);
-            b = NULL;
-        }
-        *n = (size_t)st.st_size;
-    }
-    fclose(f);
-    return b;
 }
 
 /* ---- the peers: each returns 0 when `out` holds the w x h x ch pixels ---- */
@@ -242,7 +225,7 @@ static void best(double *b, double t)
 static int bench_file(const char *path, unsigned runs, unsigned threads, struct totals *tot)
 {
     size_t pn;
-    unsigned char *png = read_file(path, &pn);
+    unsigned char *png = tc_slurp(path, &pn);
     if (!png) {
         fprintf(stderr, "peer_bench: %s: cannot read\n", path);
         return 1;

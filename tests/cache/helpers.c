@@ -11,19 +11,7 @@
 
 #include <xxhash.h>
 
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
+#include "l3_le.h"
 
 int fake_encode(void *ctx, const void *png, size_t png_size,
                 const struct l3_encode_options *opts, void **out_ret, size_t *size_ret)
@@ -48,11 +36,11 @@ int fake_encode(void *ctx, const void *png, size_t png_size,
         return L3_ERR_NOMEM;
     memcpy(out, "FK3\0", 4);
     memset(out + 4, 0, 4);
-    put64(out + 8, png_size);
+    l3_wr_u64le(out + 8, png_size);
     for (size_t i = 0; i < png_size; i++)
         out[FAKE_HDR + i] = ((const uint8_t *)png)[i] ^ 0x5a;
-    put64(out + 24, XXH3_64bits(out + FAKE_HDR, png_size));
-    put64(out + 16, XXH3_64bits(out, 16));
+    l3_wr_u64le(out + 24, XXH3_64bits(out + FAKE_HDR, png_size));
+    l3_wr_u64le(out + 16, XXH3_64bits(out, 16));
     *out_ret = out;
     *size_ret = FAKE_HDR + png_size;
     return 0;
@@ -72,11 +60,11 @@ int fake_check(void *ctx, const void *data, size_t size, uint64_t total, int ful
     }
     if (memcmp(p, "FK3\0", 4) != 0)
         return L3_ERR_BAD_MAGIC;
-    if (XXH3_64bits(p, 16) != get64(p + 16))
+    if (XXH3_64bits(p, 16) != l3_rd_u64le(p + 16))
         return L3_ERR_HEADER_CHECKSUM;
-    if (get64(p + 8) + FAKE_HDR != total)
+    if (l3_rd_u64le(p + 8) + FAKE_HDR != total)
         return L3_ERR_TRUNCATED;
-    if (full && XXH3_64bits(p + FAKE_HDR, size - FAKE_HDR) != get64(p + 24))
+    if (full && XXH3_64bits(p + FAKE_HDR, size - FAKE_HDR) != l3_rd_u64le(p + 24))
         return L3_ERR_PAYLOAD_CHECKSUM;
     return 0;
 }
@@ -129,19 +117,6 @@ int write_png(const char *path, unsigned width, unsigned height, unsigned seed, 
     return fclose(f) == 0 ? 0 : -1;
 }
 
-int read_file(const char *path, uint8_t **buf_ret, size_t *size_ret)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    long n = read_fd(fd, buf_ret);
-    close(fd);
-    if (n < 0)
-        return -1;
-    *size_ret = (size_t)n;
-    return 0;
-}
-
 long read_fd(int fd, uint8_t **buf_ret)
 {
     size_t cap = 65536, len = 0;
@@ -177,7 +152,7 @@ int fake_expected(const char *path, uint8_t **buf_ret, size_t *size_ret)
 {
     uint8_t *src;
     size_t n;
-    if (read_file(path, &src, &n) != 0)
+    if ((src = tc_slurp(path, &n)) == NULL)
         return -1;
     void *out;
     size_t out_size;

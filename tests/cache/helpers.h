@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tc_file.h"
+
 #include "l3cache_internal.h"
 
 /* A stand-in codec whose behaviour tests control: "encodes" a PNG to
@@ -29,9 +31,9 @@ void fake_internal(struct l3cache_internal *in, struct fake_codec *fc);
 /* Writes a small RGB PNG (width x height) with libpng. noise=1 makes it
  * incompressible (about 3*w*h bytes). Returns 0 on success. */
 int write_png(const char *path, unsigned width, unsigned height, unsigned seed, int noise);
-/* Reads a whole file (malloc'ed); returns 0 on success. */
-int read_file(const char *path, uint8_t **buf_ret, size_t *size_ret);
-/* Reads a whole fd with pread (malloc'ed); returns bytes or -1. */
+/* Reads a whole fd with pread from offset 0, leaving the descriptor's file
+ * offset alone (cache object descriptors; whole files: tc_slurp); malloc'ed,
+ * returns bytes or -1. */
 long read_fd(int fd, uint8_t **buf_ret);
 /* Expected object bytes for a source file under the fake codec. */
 int fake_expected(const char *path, uint8_t **buf_ret, size_t *size_ret);

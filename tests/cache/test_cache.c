@@ -302,7 +302,7 @@ Test(cache, merged_efforts_encode_identically)
     src_path(p, sizeof(p), "a.png");
     uint8_t *png;
     size_t len;
-    cr_assert_eq(read_file(p, &png, &len), 0);
+    cr_assert_not_null(png = tc_slurp(p, &len), "%s", p);
     const int pairs[][2] = {{0, 1}, {2, 3}, {-1, -4}};
     for (size_t i = 0; i < 3; i++) {
         void *x = NULL, *y = NULL;
@@ -1319,7 +1319,7 @@ static void expect_real_object(int fd, uint64_t size, const char *path)
     size_t pix_size = 0, ref_size = 0;
     struct l3_info info, ref_info;
     cr_assert_eq(l3_decode_alloc(bytes, (size_t)n, NULL, &pix, &pix_size, &info), L3_OK);
-    cr_assert_eq(read_file(path, &png, &png_size), 0);
+    cr_assert_not_null(png = tc_slurp(path, &png_size), "%s", path);
     cr_assert_eq(l3_png_decode(png, png_size, NULL, &ref_info, &ref, &ref_size), L3_OK,
                  "libpng cannot decode %s", path);
     cr_assert_eq(info.width, ref_info.width);

@@ -31,16 +31,11 @@
 #include "l3.h"
 #include "l3cache.h"
 #include "l3fs.h"
+#include "tc_file.h"
+#include "tc_shell.h"
+#include "tc_rand.h"
 
 /* ------------------------------------------------------------ helpers */
-
-static uint64_t rnd(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 static void xsnprintf(char *buf, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -53,51 +48,11 @@ static void xsnprintf(char *buf, size_t cap, const char *fmt, ...)
     cr_assert(n >= 0 && (size_t)n < cap, "path too long");
 }
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int r = system(cmd);
-    return WIFEXITED(r) ? WEXITSTATUS(r) : 128;
-}
-
-static void *slurp(const char *path, size_t *len_ret)
-{
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return NULL;
-    size_t cap = 1 << 16, len = 0;
-    char *b = malloc(cap);
-    for (;;) {
-        if (len == cap)
-            b = realloc(b, cap *= 2);
-        ssize_t n = read(fd, b + len, cap - len);
-        if (n < 0) {
-            int e = errno;
-            free(b);
-            close(fd);
-            errno = e;
-            return NULL;
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
-    close(fd);
-    *len_ret = len;
-    return b;
-}
-
+/* tc_write_file that must work */
 static void spit(const char *path, const void *data, size_t len)
 {
-    FILE *f = fopen(path, "wb");
-    cr_assert(f, "create %s: %s", path, strerror(errno));
-    cr_assert_eq(fwrite(data, 1, len, f), len);
-    cr_assert_eq(fclose(f), 0);
+    int e = tc_write_file(path, data, len);
+    cr_assert_eq(e, 0, "write %s: %s", path, strerror(-e));
 }
 
 /* Writes a PNG with libpng: color type, bit depth, interlace, tRNS. */
@@ -148,9 +103,9 @@ static void write_png(const char *path, uint32_t w, uint32_t h, int ctype, int d
         rows[y] = calloc(1, rowbytes);
         for (uint32_t x = 0; x < w * (uint32_t)channels; x++) {
             /* smooth gradient plus noise: compressible but not trivial */
-            unsigned v = (unsigned)((x * 5 + y * 3 + (rnd(&s) & 7)) & maxv);
+            unsigned v = (unsigned)((x * 5 + y * 3 + (tc_splitmix64(&s) & 7)) & maxv);
             if (depth == 16) {
-                uint16_t v16 = (uint16_t)((x * 977 + y * 131 + (rnd(&s) & 255)) & 0xffff);
+                uint16_t v16 = (uint16_t)((x * 977 + y * 131 + (tc_splitmix64(&s) & 255)) & 0xffff);
                 memcpy(rows[y] + 2 * x, &v16, 2);
             } else if (depth == 8) {
                 rows[y][x] = (png_byte)v;
@@ -291,7 +246,7 @@ static void make_tree(int with_corrupt)
         /* a real PNG cut in half: signature right, data wrong */
         srcpath(q, sizeof q, "t7_c2_d8.png");
         size_t len;
-        char *b = slurp(q, &len);
+        char *b = tc_slurp(q, &len);
         cr_assert(b);
         srcpath(p, sizeof p, "corrupt.png");
         spit(p, b, len / 2);
@@ -381,10 +336,10 @@ static int unmount_fs(void)
 {
     if (T.pid <= 0) {
         if (T.mnt[0])
-            sh("fusermount3 -u -z '%s' 2>/dev/null", T.mnt);
+            tc_sh("fusermount3 -u -z '%s' 2>/dev/null", T.mnt);
         return 0;
     }
-    sh("fusermount3 -u -z '%s' 2>/dev/null", T.mnt);
+    tc_sh("fusermount3 -u -z '%s' 2>/dev/null", T.mnt);
     int ws = 0, st = -1;
     for (int i = 0; i < 3000; i++) { /* 30 s: sanitizer builds on a loaded machine */
         if (waitpid(T.pid, &ws, WNOHANG) == T.pid) {
@@ -399,7 +354,7 @@ static int unmount_fs(void)
     }
     T.pid = -1;
     if (st != 0) /* show why in the test log */
-        sh("echo 'l3fs exit status %d; its log:' >&2; tail -40 '%s' >&2", st, T.log);
+        tc_sh("echo 'l3fs exit status %d; its log:' >&2; tail -40 '%s' >&2", st, T.log);
     return st;
 }
 
@@ -407,7 +362,7 @@ static void teardown(void)
 {
     unmount_fs();
     if (T.dir[0] && !getenv("L3FS_TEST_KEEP"))
-        sh("rm -rf '%s'", T.dir);
+        tc_sh("rm -rf '%s'", T.dir);
 }
 
 static char *stats_json(void)
@@ -415,7 +370,7 @@ static char *stats_json(void)
     char p[PATH_MAX];
     size_t len;
     mntpath(p, sizeof p, L3FS_CTL_DIR "/stats.json");
-    char *j = slurp(p, &len);
+    char *j = tc_slurp(p, &len);
     cr_assert(j, "read %s: %s", p, strerror(errno));
     j = realloc(j, len + 1);
     j[len] = '\0';
@@ -436,7 +391,7 @@ static double stat_num(const char *key)
 static void check_pixels(const void *l3, size_t l3len, const char *png_path)
 {
     size_t plen;
-    void *png = slurp(png_path, &plen);
+    void *png = tc_slurp(png_path, &plen);
     cr_assert(png, "read %s", png_path);
     struct l3_info a, b;
     void *pa = NULL, *pb = NULL;
@@ -486,13 +441,13 @@ static int check_all(void)
         if (e->kind == E_DIR)
             continue;
         size_t len;
-        void *data = slurp(m, &len);
+        void *data = tc_slurp(m, &len);
         cr_assert(data, "read %s: %s", e->shown, strerror(errno));
         cr_assert_eq((size_t)st.st_size, len, "%s: st_size %lld but %zu bytes read", e->shown,
                      (long long)st.st_size, len);
         if (e->kind == E_SAME) {
             size_t slen;
-            void *sd = slurp(s, &slen);
+            void *sd = tc_slurp(s, &slen);
             cr_assert(slen == len && memcmp(sd, data, len) == 0, "%s differs", e->shown);
             free(sd);
         } else {
@@ -526,14 +481,14 @@ Test(mount, pixels_sizes_and_namespace)
     /* the directory listing is exactly the expected names */
     char cmd[PATH_MAX + 64];
     xsnprintf(cmd, sizeof cmd, "cd '%s' && find . -mindepth 1 | sort > ../found", T.mnt);
-    cr_assert_eq(sh("%s", cmd), 0);
+    cr_assert_eq(tc_sh("%s", cmd), 0);
     char want[PATH_MAX];
     xsnprintf(want, sizeof want, "%s/want", T.dir);
     FILE *f = fopen(want, "w");
     for (int i = 0; i < T.n; i++)
         fprintf(f, "./%s\n", T.e[i].shown);
     fclose(f);
-    cr_assert_eq(sh("cd '%s' && LC_ALL=C sort -o want want && LC_ALL=C sort -o found found && "
+    cr_assert_eq(tc_sh("cd '%s' && LC_ALL=C sort -o want want && LC_ALL=C sort -o found found && "
                     "diff want found >&2",
                     T.dir),
                  0, "mount listing differs from the expected names");
@@ -564,21 +519,21 @@ Test(mount, copy_tools_and_python)
     mount_fs(NULL);
     check_all();
     /* cp -r, tar, rsync all give byte-identical trees; find and du agree */
-    cr_assert_eq(sh("cd '%s' && cp -r mnt cp && diff -r --no-dereference mnt cp >&2", T.dir), 0);
-    cr_assert_eq(sh("cd '%s' && mkdir tar && tar cf - -C mnt . | tar xf - -C tar && "
+    cr_assert_eq(tc_sh("cd '%s' && cp -r mnt cp && diff -r --no-dereference mnt cp >&2", T.dir), 0);
+    cr_assert_eq(tc_sh("cd '%s' && mkdir tar && tar cf - -C mnt . | tar xf - -C tar && "
                     "diff -r --no-dereference mnt tar >&2",
                     T.dir),
                  0);
-    cr_assert_eq(sh("cd '%s' && rsync -a mnt/ rs/ && diff -r --no-dereference mnt rs >&2 && "
+    cr_assert_eq(tc_sh("cd '%s' && rsync -a mnt/ rs/ && diff -r --no-dereference mnt rs >&2 && "
                     "diff -r --no-dereference cp rs >&2",
                     T.dir),
                  0);
-    cr_assert_eq(sh("cd '%s' && for d in mnt rs; do (cd $d && find . \\( -type d -printf "
+    cr_assert_eq(tc_sh("cd '%s' && for d in mnt rs; do (cd $d && find . \\( -type d -printf "
                     "'%%P d\\n' \\) -o -printf '%%P %%y %%s\\n' | sort) > find.$d; done && "
                     "diff find.mnt find.rs >&2",
                     T.dir),
                  0);
-    cr_assert_eq(sh("cd '%s' && for d in mnt rs; do (cd $d && find . -type f -print0 | "
+    cr_assert_eq(tc_sh("cd '%s' && for d in mnt rs; do (cd $d && find . -type f -print0 | "
                     "du -b --files0-from=- | sort -k2) > du.$d; done && diff du.mnt du.rs >&2 && "
                     "du -sh mnt > /dev/null",
                     T.dir),
@@ -612,9 +567,9 @@ Test(mount, copy_tools_and_python)
     fclose(f);
     char out[PATH_MAX];
     xsnprintf(out, sizeof out, "%s/py.out", T.dir);
-    cr_assert_eq(sh("/usr/bin/python3 '%s' '%s' > '%s'", script, T.mnt, out), 0);
+    cr_assert_eq(tc_sh("/usr/bin/python3 '%s' '%s' > '%s'", script, T.mnt, out), 0);
     size_t len;
-    char *o = slurp(out, &len);
+    char *o = tc_slurp(out, &len);
     cr_assert(o);
     cr_assert_eq(atoi(o), count_kind(E_L3) + 1 /* dup.l3 */);
     free(o);
@@ -643,7 +598,7 @@ Test(mount, stats_count_exactly_and_index_survives_remount)
 
     /* remount on the same cache: sizes come from the index, nothing encodes */
     mount_fs(NULL);
-    cr_assert_eq(sh("ls -lR '%s' > /dev/null", T.mnt), 0);
+    cr_assert_eq(tc_sh("ls -lR '%s' > /dev/null", T.mnt), 0);
     cr_assert_eq(stat_num("fs.encodes"), 0, "fs.encodes = %g, want %g", stat_num("fs.encodes"), (double)(0));
     cr_assert(stat_num("fs.index_hits") >= n);
     check_all();
@@ -653,9 +608,9 @@ Test(mount, stats_count_exactly_and_index_survives_remount)
     /* the summary command */
     char out[PATH_MAX];
     xsnprintf(out, sizeof out, "%s/stats.out", T.dir);
-    cr_assert_eq(sh("'%s' stats '%s' > '%s'", l3fs_bin(), T.mnt, out), 0);
+    cr_assert_eq(tc_sh("'%s' stats '%s' > '%s'", l3fs_bin(), T.mnt, out), 0);
     size_t len;
-    char *o = slurp(out, &len);
+    char *o = tc_slurp(out, &len);
     o = realloc(o, len + 1);
     o[len] = '\0';
     cr_assert(strstr(o, "hit rate"), "l3fs stats output:\n%s", o);
@@ -687,7 +642,7 @@ static void *reader_main(void *arg)
     for (int k = 0; k < r->nfiles; k++) {
         int i = (k * 7 + r->id) % r->nfiles; /* different order per thread */
         size_t len;
-        unsigned char *d = slurp(r->paths[i], &len);
+        unsigned char *d = tc_slurp(r->paths[i], &len);
         struct stat st;
         if (!d || stat(r->paths[i], &st) < 0 || (size_t)st.st_size != len) {
             r->errors++;
@@ -765,12 +720,12 @@ Test(mount, corrupt_png_gives_eio_others_served)
         cr_assert(fd < 0 && errno == EIO, "open: %s", strerror(errno));
     }
     /* the name is listed; every other file is still served */
-    cr_assert_eq(sh("ls '%s' | grep -qx corrupt.l3", T.mnt), 0);
+    cr_assert_eq(tc_sh("ls '%s' | grep -qx corrupt.l3", T.mnt), 0);
     check_all();
     cr_assert_eq(stat_num("fs.encode_errors"), 1, "fs.encode_errors = %g, want %g", stat_num("fs.encode_errors"), (double)(1));
     /* logged once, with the path */
     cr_assert_eq(unmount_fs(), 0, "daemon stayed alive and exited cleanly");
-    cr_assert_eq(sh("test \"$(grep -c 'corrupt.png' '%s')\" = 1", T.log), 0,
+    cr_assert_eq(tc_sh("test \"$(grep -c 'corrupt.png' '%s')\" = 1", T.log), 0,
                  "one log line naming corrupt.png");
 }
 
@@ -790,9 +745,9 @@ Test(mount, pixel_limit_gives_eio_and_cache_cli)
     /* the cache maintenance commands are reachable through l3fs */
     char out[PATH_MAX];
     xsnprintf(out, sizeof out, "%s/cache.out", T.dir);
-    cr_assert_eq(sh("'%s' cache stats --cache-dir '%s' > '%s'", l3fs_bin(), T.cache, out), 0);
-    cr_assert_eq(sh("grep -q objects '%s'", out), 0);
-    cr_assert_eq(sh("'%s' cache verify --cache-dir '%s' > /dev/null", l3fs_bin(), T.cache), 0);
+    cr_assert_eq(tc_sh("'%s' cache stats --cache-dir '%s' > '%s'", l3fs_bin(), T.cache, out), 0);
+    cr_assert_eq(tc_sh("grep -q objects '%s'", out), 0);
+    cr_assert_eq(tc_sh("'%s' cache verify --cache-dir '%s' > /dev/null", l3fs_bin(), T.cache), 0);
 }
 
 /* ------------------------------------------------- the cache command */
@@ -890,7 +845,7 @@ Test(cache_cmd, stats_verify_gc_clear, .init = setup, .fini = teardown)
                  "%s", out);
     cr_assert_eq(json_u64(out, "checked"), 3, "%s", out);
     cr_assert_eq(json_u64(out, "bad"), 0, "%s", out);
-    cr_assert_eq(sh("f=$(find '%s/objects' -name '*.l3' | head -1) && "
+    cr_assert_eq(tc_sh("f=$(find '%s/objects' -name '*.l3' | head -1) && "
                     "printf '\\377' | dd of=\"$f\" bs=1 seek=$(( $(stat -c %%s \"$f\") - 3 )) "
                     "conv=notrunc status=none",
                     T.cache),
@@ -899,7 +854,7 @@ Test(cache_cmd, stats_verify_gc_clear, .init = setup, .fini = teardown)
                  "%s", out);
     cr_assert_eq(json_u64(out, "checked"), 3, "%s", out);
     cr_assert_eq(json_u64(out, "bad"), 1, "%s", out);
-    cr_assert_eq(sh("test $(find '%s/objects' -name '*.l3' | wc -l) = 2", T.cache), 0);
+    cr_assert_eq(tc_sh("test $(find '%s/objects' -name '*.l3' | wc -l) = 2", T.cache), 0);
 
     /* refill, then gc under a cap of one object, and clear */
     c = fill_cache();
@@ -969,7 +924,7 @@ Test(mount, source_changes_are_picked_up)
     srcpath(s, sizeof s, "a/b/c/deep.png");
     mntpath(m, sizeof m, "a/b/c/deep.l3");
     size_t len1, len2;
-    void *d1 = slurp(m, &len1);
+    void *d1 = tc_slurp(m, &len1);
     cr_assert(d1);
     check_pixels(d1, len1, s);
     /* rewrite the source with other pixels and another size */
@@ -977,7 +932,7 @@ Test(mount, source_changes_are_picked_up)
     usleep(400000);
     struct stat st;
     cr_assert_eq(stat(m, &st), 0);
-    void *d2 = slurp(m, &len2);
+    void *d2 = tc_slurp(m, &len2);
     cr_assert(d2);
     cr_assert_eq((size_t)st.st_size, len2);
     cr_assert(len1 != len2 || memcmp(d1, d2, len1), "content did not change");
@@ -1018,7 +973,7 @@ static int wait_width(const char *m, const char *s, uint32_t width)
 {
     for (int i = 0; i < 300; i++) {
         size_t len;
-        void *d = slurp(m, &len);
+        void *d = tc_slurp(m, &len);
         struct l3_info info;
         int seen = d && l3_read_info(d, len, &info, NULL) == L3_OK && info.width == width;
         if (seen)
@@ -1039,7 +994,7 @@ Test(mount, source_changes_seen_at_once_with_long_timeouts)
     srcpath(s, sizeof s, "a/b/c/deep.png");
     mntpath(m, sizeof m, "a/b/c/deep.l3");
     size_t len;
-    void *d = slurp(m, &len);
+    void *d = tc_slurp(m, &len);
     cr_assert(d);
     free(d);
     /* rewritten (replaced by rename, as most tools do): new bytes at once */
@@ -1054,7 +1009,7 @@ Test(mount, source_changes_seen_at_once_with_long_timeouts)
             usleep(10000);
     }
     cr_assert(seen, "the change was not seen within 3 s");
-    d = slurp(m, &len);
+    d = tc_slurp(m, &len);
     cr_assert(d);
     check_pixels(d, len, s);
     free(d);
@@ -1093,7 +1048,7 @@ Test(mount, open_reader_keeps_its_version)
     srcpath(s, sizeof s, "a/b/c/deep.png");
     mntpath(m, sizeof m, "a/b/c/deep.l3");
     size_t len0;
-    unsigned char *d0 = slurp(m, &len0);
+    unsigned char *d0 = tc_slurp(m, &len0);
     cr_assert(d0 && len0 > 200);
     int fd = open(m, O_RDONLY);
     cr_assert(fd >= 0);
@@ -1108,7 +1063,7 @@ Test(mount, open_reader_keeps_its_version)
     cr_assert_eq((size_t)st.st_size, len0, "size changed under an open reader");
     /* meanwhile a new open of the name gets the new version */
     size_t len1;
-    void *d1 = slurp(m, &len1);
+    void *d1 = tc_slurp(m, &len1);
     cr_assert(d1);
     struct l3_info info1;
     cr_assert_eq(l3_read_info(d1, len1, &info1, NULL), L3_OK);
@@ -1215,7 +1170,7 @@ Test(mount, known_files_hold_no_descriptors_and_keep_identity)
     srcpath(s, sizeof s, "a/b/c/deep.png");
     mntpath(m, sizeof m, "a/b/c/deep.l3");
     size_t len0;
-    unsigned char *d0 = slurp(m, &len0);
+    unsigned char *d0 = tc_slurp(m, &len0);
     cr_assert(d0 && len0 > 200);
     int fd = open(m, O_RDONLY);
     cr_assert(fd >= 0);
@@ -1236,7 +1191,7 @@ Test(mount, known_files_hold_no_descriptors_and_keep_identity)
     free(got);
     free(d0);
     size_t len1;
-    void *d1 = slurp(m, &len1);
+    void *d1 = tc_slurp(m, &len1);
     cr_assert(d1);
     struct l3_info info;
     cr_assert_eq(l3_read_info(d1, len1, &info, NULL), L3_OK);
@@ -1271,11 +1226,11 @@ Test(mount, control_files_and_warm)
     int n = count_kind(E_L3);
     mount_fs(NULL);
     /* hidden from the root listing, but readable */
-    cr_assert_neq(sh("ls -a '%s' | grep -q '^.l3fs$'", T.mnt), 0, ".l3fs listed");
+    cr_assert_neq(tc_sh("ls -a '%s' | grep -q '^.l3fs$'", T.mnt), 0, ".l3fs listed");
     char p[PATH_MAX];
     size_t len;
     mntpath(p, sizeof p, L3FS_CTL_DIR "/metrics");
-    char *m = slurp(p, &len);
+    char *m = tc_slurp(p, &len);
     cr_assert(m && len > 0);
     m = realloc(m, len + 1);
     m[len] = '\0';
@@ -1288,23 +1243,23 @@ Test(mount, control_files_and_warm)
     snprintf(mw, sizeof mw, "l3fs_encode_seconds{%s,quantile=\"0.99\"}", ids);
     cr_assert(strstr(m, mw), "%s", m);
     free(m);
-    cr_assert_eq(sh("ls '%s/" L3FS_CTL_DIR "' | tr '\\n' ' ' | grep -qx 'metrics stats.json '",
+    cr_assert_eq(tc_sh("ls '%s/" L3FS_CTL_DIR "' | tr '\\n' ' ' | grep -qx 'metrics stats.json '",
                     T.mnt),
                  0);
     /* warm encodes everything; a rerun finds it all cached */
     char out[PATH_MAX];
     xsnprintf(out, sizeof out, "%s/warm.out", T.dir);
-    cr_assert_eq(sh("'%s' warm '%s' -j 4 > '%s' 2>/dev/null", l3fs_bin(), T.mnt, out), 0);
+    cr_assert_eq(tc_sh("'%s' warm '%s' -j 4 > '%s' 2>/dev/null", l3fs_bin(), T.mnt, out), 0);
     cr_assert_eq(stat_num("fs.encodes"), n, "fs.encodes = %g, want %g", stat_num("fs.encodes"), (double)(n));
-    char *o = slurp(out, &len);
+    char *o = tc_slurp(out, &len);
     o = realloc(o, len + 1);
     o[len] = '\0';
     char want[128];
     xsnprintf(want, sizeof want, "warm: %d files", n + 1 /* dup.l3 */);
     cr_assert(strstr(o, want), "%s", o);
     free(o);
-    cr_assert_eq(sh("'%s' warm '%s' a -j 2 > '%s' 2>/dev/null", l3fs_bin(), T.mnt, out), 0);
-    o = slurp(out, &len);
+    cr_assert_eq(tc_sh("'%s' warm '%s' a -j 2 > '%s' 2>/dev/null", l3fs_bin(), T.mnt, out), 0);
+    o = tc_slurp(out, &len);
     o = realloc(o, len + 1);
     o[len] = '\0';
     cr_assert(strstr(o, " 0 encoded now"), "%s", o);
@@ -1326,7 +1281,7 @@ Test(mount, sigterm_unmounts_cleanly)
         usleep(10000);
     cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "status %d", ws);
     T.pid = -1;
-    cr_assert_eq(sh("grep -q ' %s ' /proc/mounts", T.mnt), 1, "still mounted");
+    cr_assert_eq(tc_sh("grep -q ' %s ' /proc/mounts", T.mnt), 1, "still mounted");
 }
 
 Test(mount, background_start_and_bad_arguments)
@@ -1335,20 +1290,20 @@ Test(mount, background_start_and_bad_arguments)
         cr_skip_test("/dev/fuse or fusermount3 is missing: cannot mount");
     make_tree(0);
     /* a bad cache size fails before mounting, with status 1 */
-    cr_assert_eq(sh("'%s' '%s' '%s' --cache-dir '%s' --cache-size lots 2>/dev/null", l3fs_bin(),
+    cr_assert_eq(tc_sh("'%s' '%s' '%s' --cache-dir '%s' --cache-size lots 2>/dev/null", l3fs_bin(),
                     T.src, T.mnt, T.cache),
                  1);
-    cr_assert_eq(sh("'%s' '%s' 2>/dev/null", l3fs_bin(), T.src), 2);
-    cr_assert_eq(sh("'%s' --version | grep -q '^l3fs '", l3fs_bin()), 0);
+    cr_assert_eq(tc_sh("'%s' '%s' 2>/dev/null", l3fs_bin(), T.src), 2);
+    cr_assert_eq(tc_sh("'%s' --version | grep -q '^l3fs '", l3fs_bin()), 0);
     /* background (no -f): returns once mounted, -o form of options */
-    cr_assert_eq(sh("'%s' '%s' '%s' -o cache_dir='%s',jobs=2,log_level=info", l3fs_bin(), T.src,
+    cr_assert_eq(tc_sh("'%s' '%s' '%s' -o cache_dir='%s',jobs=2,log_level=info", l3fs_bin(), T.src,
                     T.mnt, T.cache),
                  0);
     char p[PATH_MAX];
     struct stat st;
     mntpath(p, sizeof p, "t8_c2_d8_i.l3");
     cr_assert_eq(stat(p, &st), 0, "%s", strerror(errno));
-    cr_assert_eq(sh("fusermount3 -u '%s'", T.mnt), 0);
+    cr_assert_eq(tc_sh("fusermount3 -u '%s'", T.mnt), 0);
 }
 
 /* ------------------------------------------------------- unit tests */

@@ -5,14 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-uint64_t gen_rng(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 unsigned color_planes(unsigned color)
 {
     static const unsigned p[] = {1, 2, 3, 4, 1};
@@ -35,7 +27,7 @@ void gen_pattern(struct gen *g, unsigned color, unsigned depth, uint32_t w, uint
         uint64_t s = seed ^ 77;
         for (unsigned i = 0; i < f->palette_len; i++)
             for (int k = 0; k < 4; k++)
-                f->palette[i][k] = (uint8_t)(k == 3 ? (i % 3 ? 255 : gen_rng(&s)) : gen_rng(&s));
+                f->palette[i][k] = (uint8_t)(k == 3 ? (i % 3 ? 255 : tc_splitmix64(&s)) : tc_splitmix64(&s));
         f->palette_alpha_len = f->palette_len;
         maxv = f->palette_len - 1u;
     }
@@ -49,16 +41,16 @@ void gen_pattern(struct gen *g, unsigned color, unsigned depth, uint32_t w, uint
     for (int y = 0; y < 8; y++)
         for (int x = 0; x < 8; x++)
             for (unsigned c = 0; c < C; c++)
-                tex[y][x][c] = pattern == 1 ? (uint32_t)(gen_rng(&s) % (maxv + 1)) : 0;
+                tex[y][x][c] = pattern == 1 ? (uint32_t)(tc_splitmix64(&s) % (maxv + 1)) : 0;
     for (uint32_t y = 0; y < h; y++)
         for (uint32_t x = 0; x < w; x++)
             for (unsigned c = 0; c < C; c++) {
                 uint32_t v;
                 if (pattern == 1)
-                    v = (x / 8 * 5 + y / 8 * 3) % 16 == 7 ? (uint32_t)(gen_rng(&s) % (maxv + 1))
+                    v = (x / 8 * 5 + y / 8 * 3) % 16 == 7 ? (uint32_t)(tc_splitmix64(&s) % (maxv + 1))
                                                           : tex[y % 8][x % 8][c];
                 else if ((x / 8 + y / 8) % 3 == 0)
-                    v = (uint32_t)(gen_rng(&s) % (maxv + 1));
+                    v = (uint32_t)(tc_splitmix64(&s) % (maxv + 1));
                 else
                     v = (uint32_t)(((uint64_t)(x * 3 + y * 2 + c * 40) * maxv) / (3 * w + 2 * h + 160));
                 if (v > maxv) v = maxv;

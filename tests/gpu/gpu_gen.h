@@ -10,6 +10,7 @@
 
 #include "l3.h"
 #include "l3gpu.h"
+#include "tc_rand.h" /* tc_splitmix64 */
 
 struct gen {
     struct l3_info info;
@@ -19,7 +20,6 @@ struct gen {
     size_t l3_size;
 };
 
-uint64_t gen_rng(uint64_t *s);
 unsigned color_planes(unsigned color);
 /* Values < 2^depth. pattern 0: smooth gradient + noise blocks (so both coding
  * modes appear); pattern 1: an 8x8 random texture repeated, one 8x8 block in

@@ -12,6 +12,7 @@
  *     by itself. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include "l3gpu.h"
 #include "l3_convert.h"
 #include "cpu_convert.h"
+#include "tc_file.h"
 
 static const float MEAN[4] = {0.485f, 0.456f, 0.406f, 0.5f};
 static const float STD[4] = {0.229f, 0.224f, 0.225f, 0.25f};
@@ -56,18 +58,11 @@ static void format_name(char *buf, size_t len, const struct l3gpu_format *f)
              f->channels, f->normalize ? " norm" : "");
 }
 
+/* A whole file; the test fails when it cannot be read. */
 static void *read_file(const char *path, size_t *size)
 {
-    FILE *fp = fopen(path, "rb");
-    cr_assert_not_null(fp, "%s", path);
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    rewind(fp);
-    void *d = malloc((size_t)n + 1);
-    cr_assert_not_null(d);
-    cr_assert_eq(fread(d, 1, (size_t)n, fp), (size_t)n);
-    fclose(fp);
-    *size = (size_t)n;
+    void *d = tc_slurp(path, size);
+    cr_assert_not_null(d, "%s: %s", path, strerror(errno));
     return d;
 }
 

@@ -189,7 +189,7 @@ Test(convert, f16_rounding_matches_compiler)
     }
     uint64_t s = 5;
     for (int i = 0; i < 2000000; i++) {
-        uint32_t bits = (uint32_t)gen_rng(&s);
+        uint32_t bits = (uint32_t)tc_splitmix64(&s);
         float f;
         memcpy(&f, &bits, 4);
         if (f != f)
