@@ -46,7 +46,8 @@
  * Scratch per tile: planes * w * h uint16_t (64x64 RGB: 24 KiB). The stack
  * use of a plane decode is a few dozen bytes; reads of a plane stream stay in
  * [stream, stream + len), writes in dst[0 .. w*h). Stable entry points:
- * l3_tile_span, l3_tile_rect, l3_planes, l3_tile_parse, l3_tile_plane_decode,
+ * l3_tile_span, l3_tile_rect, l3_planes, l3_tile_parse, l3_tile_parse_plane,
+ * l3_tile_plane_decode,
  * l3_tile_decode, l3_tile_pixel, l3_tile_store (the others are helpers).
  * Palette images decode to indices; expanding them through the palette is the
  * caller's job (l3_info.palette has 256 entries, zero beyond palette_len, so
@@ -58,6 +59,16 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "l3.h"
+
+/* L3_TILE_SIMT selects the decoder variant for SIMT devices (set under
+ * __CUDA_ARCH__, also when the CUDA code is compiled for the host against the
+ * test runtime; a test may define it to run the variant in plain C): a bit
+ * reader of aligned 32-bit words and one loop for the MED and GRAD planes of
+ * either group size. Both variants decode the same bits to the same samples
+ * and statuses; the CPU decoder uses the other one. */
+#if defined(__CUDA_ARCH__) && !defined(L3_TILE_SIMT)
+#define L3_TILE_SIMT 1
+#endif
 
 #if defined(__CUDACC__)
 #define L3_TILE_FN static inline __host__ __device__
@@ -141,6 +152,28 @@ L3_TILE_FN unsigned l3_ctz64(uint64_t x)
 #endif
 }
 
+/* Count trailing zeros of a non-zero 32-bit value. */
+L3_TILE_FN unsigned l3_ctz32(uint32_t x)
+{
+#if defined(__CUDA_ARCH__)
+    return (unsigned)(__ffs((int)x) - 1);
+#elif defined(__GNUC__)
+    return (unsigned)__builtin_ctz(x);
+#else
+    unsigned n = 0;
+    while (!(x & 1)) { x >>= 1; n++; }
+    return n;
+#endif
+}
+
+/* Trailing zeros of the window's low bits up to the sentinel bit `s` (< 32),
+ * which is set: 32-bit arithmetic in the SIMT variant. */
+#if L3_TILE_SIMT
+#define L3_CTZ_TO(bits, s) l3_ctz32((uint32_t)(bits) | (1u << (s)))
+#else
+#define L3_CTZ_TO(bits, s) l3_ctz64((bits) | (1ull << (s)))
+#endif
+
 /* Number of planes (= channels) of a colour model; 0 when invalid. */
 L3_TILE_FN unsigned l3_planes(unsigned color)
 {
@@ -176,8 +209,83 @@ L3_TILE_FN void l3_tile_rect(uint32_t width, uint32_t height, uint32_t tile_w,
     *h = height - *y0 < tile_h ? height - *y0 : tile_h;
 }
 
-/* ---- bit reader: LSB-first, 64-bit window, reads past the end give zero
- * bits and are detected by l3_br_overrun() ---- */
+/* ---- bit reader: LSB-first, 64-bit window; reads past the end give zero
+ * bits, and l3_br_finish() tells a stream that needed them ---- */
+
+#if L3_TILE_SIMT
+/* SIMT variant: the window takes one aligned 32-bit word when it holds
+ * under 32 bits (a GPU thread reads its stream word by word: one load where
+ * the byte-wise 64-bit read took eight). The unaligned first bytes are read
+ * at init, and so is the last partial word (its missing bytes zero), so a
+ * refill has no branch: a predicated load, or that word, or zeros past the
+ * end. `pos` counts the bytes loaded, zero bytes past the end included,
+ * exactly as the byte-wise reader counts them. After a refill n >= 32: a
+ * Rice code (<= 32 bits), a group symbol (<= 8 bits) or an Exp-Golomb prefix
+ * (<= 18 bits) fits; callers refill before each. Every read stays inside
+ * [p, p + len). Planes have at most 65536 samples (FORMAT.md's tile limit;
+ * l3_tile_plane_decode checks it), so pos stays far below 2^32. */
+struct l3_br {
+    uint64_t bits;  /* next bits, LSB first; bits above n are zero */
+    uint32_t n;     /* valid bits in `bits` */
+    uint32_t pos;   /* bytes loaded so far */
+    uint32_t wlim;  /* pos < wlim: the aligned word at p + pos lies inside the stream */
+    uint32_t tpos;  /* offset of the last partial word (when the stream has one) */
+    uint32_t tword; /* its bytes, zero-padded; 0 when there is none */
+    uint32_t len;
+    const uint8_t *p;
+};
+
+/* The aligned 32-bit word at p, little-endian (read-only cache on the device). */
+L3_TILE_FORCE uint32_t l3_ld32a(const uint8_t *p)
+{
+#if defined(__CUDA_ARCH__) && defined(__CUDACC__)
+    return __ldg((const unsigned int *)p);
+#else
+    uint32_t v;
+    __builtin_memcpy(&v, p, 4);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap32(v);
+#endif
+    return v;
+#endif
+}
+
+L3_TILE_FN void l3_br_init(struct l3_br *br, const uint8_t *p, size_t len)
+{
+    const uint32_t L = (uint32_t)len;
+    uint32_t head = (0u - (uint32_t)(uintptr_t)p) & 3u; /* bytes before the first aligned word */
+    if (head > L)
+        head = L;
+    /* full words at head, head + 4, ..., then `tail` < 4 bytes at wend */
+    const uint32_t tail = (L - head) & 3u, wend = L - tail;
+    br->wlim = wend >= head + 4 ? wend - 3 : 0;
+    br->bits = 0;
+    for (uint32_t i = 0; i < head; i++)
+        br->bits |= (uint64_t)p[i] << (8 * i);
+    br->tword = 0;
+    for (uint32_t i = 0; i < tail; i++)
+        br->tword |= (uint32_t)p[wend + i] << (8 * i);
+    br->tpos = wend;
+    br->n = 8 * head;
+    br->pos = head;
+    br->len = L;
+    br->p = p;
+}
+
+/* After this, br->n >= 32. No branch: the threads of a warp need their next
+ * word at different samples, so a branch would be taken by some thread at
+ * nearly every sample anyway. */
+L3_TILE_FORCE void l3_br_refill(struct l3_br *br)
+{
+    const int need = br->n < 32;
+    uint32_t word = br->pos == br->tpos ? br->tword : 0u; /* past the end: zeros */
+    if (need && br->pos < br->wlim)
+        word = l3_ld32a(br->p + br->pos);
+    br->bits |= (uint64_t)(need ? word : 0u) << br->n;
+    br->pos += need ? 4u : 0u;
+    br->n += need ? 32u : 0u;
+}
+#else
 
 struct l3_br {
     uint64_t bits; /* next bits, LSB first */
@@ -214,6 +322,8 @@ L3_TILE_FN void l3_br_refill(struct l3_br *br)
         }
     }
 }
+
+#endif /* L3_TILE_SIMT */
 
 L3_TILE_FN void l3_br_skip(struct l3_br *br, unsigned k)
 {
@@ -294,6 +404,44 @@ L3_TILE_FN int l3_tile_parse(const uint8_t *tile, size_t size, unsigned planes,
     return L3_OK;
 }
 
+/* l3_tile_parse's checks, keeping only plane `plane`'s stream (< planes):
+ * one GPU thread decodes one plane, and a header struct indexed by a
+ * run-time plane number would live in local memory. Same statuses as
+ * l3_tile_parse. */
+L3_TILE_FN int l3_tile_parse_plane(const uint8_t *tile, size_t size, unsigned planes,
+                                   unsigned plane, uint32_t *flags_ret, uint32_t *off_ret,
+                                   uint32_t *len_ret, uint32_t *mode_ret)
+{
+    if (planes < 1 || planes > L3_TILE_MAX_PLANES || plane >= planes)
+        return L3_ERR_CORRUPT;
+    size_t hb = L3_TILE_HEADER_BYTES(planes);
+    if (size < hb)
+        return L3_ERR_CORRUPT;
+    uint32_t flags = tile[0];
+    if (flags & ~L3_TILE_XFORM_G)
+        return L3_ERR_CORRUPT;
+    if ((flags & L3_TILE_XFORM_G) && planes < 3)
+        return L3_ERR_CORRUPT;
+    uint64_t off = hb;
+    for (unsigned p = 0; p < planes; p++) {
+        uint32_t mode = tile[1 + 5 * p], len = l3_rd_u32le(tile + 2 + 5 * p);
+        if (p == plane) {
+            *off_ret = (uint32_t)off;
+            *len_ret = len;
+            *mode_ret = mode;
+        }
+        if (!l3_plane_mode_valid(mode))
+            return L3_ERR_CORRUPT;
+        off += len;
+        if (off > size)
+            return L3_ERR_CORRUPT;
+    }
+    if (off != size)
+        return L3_ERR_CORRUPT;
+    *flags_ret = flags;
+    return L3_OK;
+}
+
 /* ---- plane decoders ---- */
 
 /* Median edge detector (LOCO-I): a = left, b = up, c = up-left. */
@@ -311,7 +459,7 @@ L3_TILE_FN uint32_t l3_med(uint32_t a, uint32_t b, uint32_t c)
  * Requires br->n >= 8. Returns a value > depth+1 on invalid input. */
 L3_TILE_FN uint32_t l3_read_symbol(struct l3_br *br, uint32_t prev)
 {
-    unsigned t = l3_ctz64(br->bits | 8u);
+    unsigned t = L3_CTZ_TO(br->bits, 3);
     if (t == 0) {
         l3_br_skip(br, 1);
         return prev;
@@ -332,7 +480,7 @@ L3_TILE_FN uint32_t l3_read_symbol(struct l3_br *br, uint32_t prev)
  * `depth` raw bits). Requires br->n >= 32. */
 L3_TILE_FN uint32_t l3_read_rice(struct l3_br *br, unsigned k, unsigned depth)
 {
-    unsigned q = l3_ctz64(br->bits | (1ull << L3_ESCAPE));
+    unsigned q = L3_CTZ_TO(br->bits, L3_ESCAPE);
     if (q < L3_ESCAPE) {
         uint64_t b = br->bits >> (q + 1);
         uint32_t v = (q << k) | (uint32_t)(b & ((1ull << k) - 1));
@@ -444,6 +592,74 @@ L3_TILE_FORCE int l3_plane_decode_pred(const uint8_t *s, size_t len, uint32_t w,
     return l3_br_finish(&br);
 }
 
+#if L3_TILE_SIMT
+/* l3_read_rice without branches, for the SIMT loop: mk = 2^k - 1, md =
+ * 2^depth - 1; on = ~0, or 0 in an all-zero group (no bits, value 0).
+ * Requires br->n >= 32: a code is at most 32 bits (q + 1 + k <= 32, escape
+ * 16 + depth), so it lies in the window's low word. */
+L3_TILE_FORCE uint32_t l3_read_rice_nb(struct l3_br *br, unsigned k, uint32_t mk,
+                                       unsigned depth, uint32_t md, uint32_t on)
+{
+    const uint32_t lo = (uint32_t)br->bits;
+    const unsigned q = l3_ctz32(lo | (1u << L3_ESCAPE));
+    const int esc = q >= L3_ESCAPE;
+    const unsigned s = esc ? L3_ESCAPE : q + 1;
+    const uint32_t val = (lo >> s) & (esc ? md : mk);
+    const uint32_t v = (esc ? val : (q << k) | val) & on;
+    const unsigned len = (esc ? L3_ESCAPE + depth : s + k) & on;
+    br->bits >>= len;
+    br->n -= len;
+    return v;
+}
+
+/* SIMT variant of l3_plane_decode_pred: one loop for MED and GRAD with
+ * groups of 8 or 16, the predictor and the group size as data (threads of a
+ * warp decoding planes of different modes run the same instructions: both
+ * predictions are computed, one is kept), one sample per iteration with the
+ * group symbol read at each group's first sample, so that threads with
+ * groups of 8 and of 16 stay in step. On the first row the sample above and
+ * the one above-left count as 0: both predictors then give the left sample,
+ * as l3_plane_decode_pred's first row does. */
+L3_TILE_FN int l3_plane_decode_pred_simt(const uint8_t *s, size_t len, uint32_t w,
+                                         uint32_t h, unsigned depth, uint16_t *dst,
+                                         uint32_t grad, uint32_t gs)
+{
+    struct l3_br br;
+    l3_br_init(&br, s, len);
+    const uint32_t mask = (1u << depth) - 1;
+    const uint32_t maxsym = depth + 1;
+    const uint32_t gm = gs - 1;
+    uint32_t sym = 0, bad = 0, k = 0, mk = 0, on = 0;
+    uint16_t *o = dst;
+    for (uint32_t y = 0; y < h; y++, o += w) {
+        const uint16_t *u = y ? o - w : o; /* row 0: never read */
+        uint32_t a = y ? u[0] : 0, c = a;
+        for (uint32_t x = 0; x < w; x++) {
+            if ((x & gm) == 0) {
+                l3_br_refill(&br);
+                sym = l3_read_symbol(&br, sym);
+                if (sym > maxsym)
+                    return L3_ERR_CORRUPT;
+                k = sym ? sym - 1 : 0;
+                mk = (1u << k) - 1;
+                on = sym ? ~0u : 0u;
+            }
+            l3_br_refill(&br); /* also in an all-zero group: bits stay unread */
+            const uint32_t v = l3_read_rice_nb(&br, k, mk, depth, mask, on);
+            bad |= v;
+            const uint32_t b = y ? u[x] : 0;
+            const uint32_t pg = a + b - c, pm = l3_med(a, b, c);
+            a = ((grad ? pg : pm) + l3_unzigzag(v)) & mask;
+            c = b;
+            o[x] = (uint16_t)a;
+        }
+    }
+    if (bad >> depth)
+        return L3_ERR_CORRUPT;
+    return l3_br_finish(&br);
+}
+#endif
+
 /* LEFT2 plane: each sample is predicted by the sample two to its left in the
  * same row; at x = 0 and 1 the missing neighbours are the first sample of the
  * row above (0 on the first row). Period-2 dither patterns predict well, and
@@ -516,15 +732,19 @@ L3_TILE_FORCE void l3_lz_next(uint32_t *x, uint32_t *y, uint32_t w)
 
 /* Exp-Golomb code of order k: q zero bits, a one bit, then q + k bits `low`;
  * the value is (2^q - 1) * 2^k + low. q > L3_LZ_EG_MAXQ is invalid (sets
- * *bad). Requires br->n >= 2 * L3_LZ_EG_MAXQ + 1 + k. */
+ * *bad). Requires br->n >= 2 * L3_LZ_EG_MAXQ + 1 + k (SIMT: 32; it refills
+ * between prefix and suffix). */
 L3_TILE_FN uint32_t l3_read_eg(struct l3_br *br, unsigned k, uint32_t *bad)
 {
-    unsigned q = l3_ctz64(br->bits | (1ull << (L3_LZ_EG_MAXQ + 1)));
+    unsigned q = L3_CTZ_TO(br->bits, L3_LZ_EG_MAXQ + 1);
     if (q > L3_LZ_EG_MAXQ) {
         *bad = 1;
         return 0;
     }
     l3_br_skip(br, q + 1);
+#if L3_TILE_SIMT
+    l3_br_refill(br); /* the window holds 32 bits, not 2 * L3_LZ_EG_MAXQ + 1 + k */
+#endif
     return (((1u << q) - 1u) << k) + l3_br_take(br, q + k);
 }
 
@@ -646,6 +866,26 @@ L3_TILE_FN int l3_tile_plane_decode(const uint8_t *s, size_t len, unsigned mode,
 {
     if (w == 0 || h == 0 || depth == 0 || depth > 16)
         return L3_ERR_CORRUPT;
+#if L3_TILE_SIMT
+    /* one loop per kind of work, its parameters as data (fewer divergent
+     * loops in a warp, fewer inlined copies in the kernel) */
+    if (len > 0x7fffffffu || (uint64_t)w * h > 65536u)
+        return L3_ERR_CORRUPT;
+    const uint32_t gs = (mode & L3_PLANE_SHORT) ? L3_GROUP_SHORT : L3_GROUP;
+    if (mode == L3_PLANE_MED || mode == L3_PLANE_GRAD || mode == (L3_PLANE_MED | L3_PLANE_SHORT) ||
+        mode == (L3_PLANE_GRAD | L3_PLANE_SHORT))
+        return l3_plane_decode_pred_simt(s, len, w, h, depth, dst,
+                                         L3_PLANE_KIND(mode) == L3_PLANE_GRAD, gs);
+    if (mode == L3_PLANE_LEFT2 || mode == (L3_PLANE_LEFT2 | L3_PLANE_SHORT))
+        return l3_plane_decode_left2(s, len, w, h, depth, dst, gs);
+    if ((mode & L3_PLANE_LZ) && l3_plane_mode_valid(mode))
+        return l3_plane_decode_lz(s, len, w, h, depth, dst, L3_PLANE_KIND(mode), gs);
+    if (mode == L3_PLANE_CONST)
+        return l3_plane_decode_const(s, len, w, h, depth, dst);
+    if (mode == L3_PLANE_RAW)
+        return l3_plane_decode_raw(s, len, w, h, depth, dst);
+    return L3_ERR_CORRUPT;
+#else
     switch (mode) {
     case L3_PLANE_CONST: return l3_plane_decode_const(s, len, w, h, depth, dst);
     case L3_PLANE_RAW: return l3_plane_decode_raw(s, len, w, h, depth, dst);
@@ -678,6 +918,7 @@ L3_TILE_FN int l3_tile_plane_decode(const uint8_t *s, size_t len, unsigned mode,
         }
         return L3_ERR_CORRUPT;
     }
+#endif
 }
 
 /* Decodes all planes of one tile into buf (plane p at buf + p*w*h). */

@@ -114,17 +114,13 @@ L3CV_FN void l3g_decode_item(const struct l3g_image *ims, const uint64_t *item_s
     const struct l3g_image *im = ims + lo;
     if (l3g_status(status, lo) || im->tiles == 0)
         return;
-    /* local < tiles * planes <= 4 * 2^32: 32-bit division when it fits
-     * (64-bit division is a long instruction sequence on the device) */
-    uint64_t local = k - item_start[lo];
-    uint32_t plane, t;
-    if (local <= 0xffffffffu) {
-        plane = (uint32_t)local / im->tiles;
-        t = (uint32_t)local - plane * im->tiles;
-    } else {
-        plane = (uint32_t)(local / im->tiles);
-        t = (uint32_t)(local % im->tiles);
-    }
+    /* local < tiles * planes, planes <= 4: the plane by three comparisons
+     * (a division is a long instruction sequence on the device, and the
+     * 64-bit one a call whose register convention made the kernel spill) */
+    const uint64_t local = k - item_start[lo], nt = im->tiles;
+    const uint32_t plane = (uint32_t)(local >= nt) + (uint32_t)(local >= 2 * nt) +
+                           (uint32_t)(local >= 3 * nt);
+    const uint32_t t = (uint32_t)(local - plane * nt);
     uint64_t begin, end;
     l3_tile_span(im->table, t, &begin, &end);
     if (begin > end || end > im->payload_size) {
@@ -133,8 +129,9 @@ L3CV_FN void l3g_decode_item(const struct l3g_image *ims, const uint64_t *item_s
     }
     const unsigned planes = im->cv.planes;
     const uint8_t *tile = im->payload + begin;
-    struct l3_tile_header th;
-    int st = l3_tile_parse(tile, (size_t)(end - begin), planes, &th);
+    uint32_t flags = 0, off = 0, len = 0, mode = 0;
+    int st = l3_tile_parse_plane(tile, (size_t)(end - begin), planes, plane, &flags, &off, &len,
+                                 &mode);
     if (st) {
         l3g_fail(status, lo, st);
         return;
@@ -143,14 +140,14 @@ L3CV_FN void l3g_decode_item(const struct l3g_image *ims, const uint64_t *item_s
     l3_tile_rect(im->cv.width, im->cv.height, im->tile_w, im->tile_h, t, &x0, &y0, &w, &h);
     const size_t area = (size_t)im->tile_w * im->tile_h;
     uint16_t *dst = scratch + im->scratch_off + ((size_t)t * planes + plane) * area;
-    st = l3_tile_plane_decode(tile + th.off[plane], th.len[plane], th.mode[plane], w, h,
-                              im->cv.depth, dst);
-    if (st) {
-        l3g_fail(status, lo, st);
-        return;
-    }
+    /* the flags first: nothing but the status is live across the decode (a
+     * failed image is zero-filled, whatever its flags) */
     if (plane == 0)
-        tile_flags[im->tile_base + t] = (uint8_t)th.flags;
+        tile_flags[im->tile_base + t] = (uint8_t)flags;
+    int *const img_status = status + lo;
+    st = l3_tile_plane_decode(tile + off, len, mode, w, h, im->cv.depth, dst);
+    if (st)
+        l3g_fail(img_status, 0, st);
 }
 
 /* Output pixel p (= y * width + x) of an image; st = its final status. */

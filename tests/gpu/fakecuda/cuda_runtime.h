@@ -52,6 +52,7 @@ static inline int atomicCAS(int *address, int compare, int val)
     return old;
 }
 static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
 /* IEEE single operations rounded to nearest: plain float arithmetic on
  * x86-64 (SSE) compiled with -ffp-contract=off (no fused multiply-add). */
 static inline float __fdiv_rn(float a, float b) { return a / b; }
