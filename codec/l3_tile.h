@@ -612,6 +612,28 @@ L3_TILE_FORCE uint32_t l3_read_rice_nb(struct l3_br *br, unsigned k, uint32_t mk
     return v;
 }
 
+/* 4 samples at an 8-byte aligned address (written by this thread: not
+ * through the read-only cache), in memory order (sample 0 in the low bits). */
+L3_TILE_FORCE uint64_t l3_ld64(const uint16_t *p)
+{
+#if defined(__CUDA_ARCH__) && defined(__CUDACC__)
+    return *(const uint64_t *)p;
+#else
+    uint64_t v;
+    __builtin_memcpy(&v, p, 8);
+    return v;
+#endif
+}
+
+L3_TILE_FORCE void l3_st64(uint16_t *p, uint64_t v)
+{
+#if defined(__CUDA_ARCH__) && defined(__CUDACC__)
+    *(uint64_t *)p = v;
+#else
+    __builtin_memcpy(p, &v, 8);
+#endif
+}
+
 /* SIMT variant of l3_plane_decode_pred: one loop for MED and GRAD with
  * groups of 8 or 16, the predictor and the group size as data (threads of a
  * warp decoding planes of different modes run the same instructions: both
@@ -629,11 +651,17 @@ L3_TILE_FN int l3_plane_decode_pred_simt(const uint8_t *s, size_t len, uint32_t 
     const uint32_t mask = (1u << depth) - 1;
     const uint32_t maxsym = depth + 1;
     const uint32_t gm = gs - 1;
+    /* rows of a multiple of 4 samples at an 8-byte aligned dst (full 64-wide
+     * tiles in the kernel's scratch): the row above is read and the row
+     * written 4 samples (8 bytes) at a time, a quarter of the memory
+     * instructions; other planes sample by sample */
+    const int vec = ((uintptr_t)dst & 7u) == 0 && (w & 3u) == 0;
     uint32_t sym = 0, bad = 0, k = 0, mk = 0, on = 0;
     uint16_t *o = dst;
     for (uint32_t y = 0; y < h; y++, o += w) {
         const uint16_t *u = y ? o - w : o; /* row 0: never read */
         uint32_t a = y ? u[0] : 0, c = a;
+        uint64_t up4 = 0, pk = 0; /* 4 samples above; the last 4 decoded */
         for (uint32_t x = 0; x < w; x++) {
             if ((x & gm) == 0) {
                 l3_br_refill(&br);
@@ -647,11 +675,21 @@ L3_TILE_FN int l3_plane_decode_pred_simt(const uint8_t *s, size_t len, uint32_t 
             l3_br_refill(&br); /* also in an all-zero group: bits stay unread */
             const uint32_t v = l3_read_rice_nb(&br, k, mk, depth, mask, on);
             bad |= v;
-            const uint32_t b = y ? u[x] : 0;
+            /* straight-line code, loads and stores predicated */
+            const uint32_t x3 = x & 3u;
+            if (vec && y && x3 == 0)
+                up4 = l3_ld64(u + x);
+            uint32_t b = (uint32_t)(up4 >> (16 * x3)) & 0xffffu;
+            if (!vec && y)
+                b = u[x];
             const uint32_t pg = a + b - c, pm = l3_med(a, b, c);
             a = ((grad ? pg : pm) + l3_unzigzag(v)) & mask;
             c = b;
-            o[x] = (uint16_t)a;
+            pk = (pk >> 16) | ((uint64_t)a << 48);
+            if (vec && x3 == 3u)
+                l3_st64(o + x - 3, pk);
+            if (!vec)
+                o[x] = (uint16_t)a;
         }
     }
     if (bad >> depth)
