@@ -83,13 +83,13 @@ static void image_streams(const struct gen *g, uint64_t *rng, struct tally *t)
             cr_assert(m);
             for (int k = 0; k < 3 && len; k++) { /* one flipped bit */
                 memcpy(m, s, len);
-                uint64_t r = gen_rng(rng);
+                uint64_t r = tc_splitmix64(rng);
                 m[r % len] ^= (uint8_t)(1u << (r >> 32) % 8);
                 compare(m, len, th.mode[p], w, h, info.bit_depth, t);
             }
             memcpy(m, s, len);
             for (int k = 0; k < 8; k++)
-                m[len + k] = (uint8_t)gen_rng(rng);
+                m[len + k] = (uint8_t)tc_splitmix64(rng);
             for (size_t cut = 1; cut <= 5 && cut <= len; cut += 4) /* cut short */
                 compare(m, len - cut, th.mode[p], w, h, info.bit_depth, t);
             compare(m, len + 1, th.mode[p], w, h, info.bit_depth, t); /* extended */
@@ -127,8 +127,8 @@ static void gen_edges(struct gen *g, unsigned color, unsigned depth, uint32_t w,
                 else {
                     int in = (x * 3 + y * 2 + c * 5) % 23 < 11 || (x / 9 + y / 7) % 3 == 0;
                     v = in ? maxv - maxv / 5 : maxv / 6;
-                    if (maxv > 16 && gen_rng(&s) % 4 == 0)
-                        v += (uint32_t)(gen_rng(&s) % 3);
+                    if (maxv > 16 && tc_splitmix64(&s) % 4 == 0)
+                        v += (uint32_t)(tc_splitmix64(&s) % 3);
                 }
                 size_t i = ((size_t)y * w + x) * C + c;
                 if (depth == 16)
@@ -196,11 +196,11 @@ Test(tile_simt, random_streams_every_mode)
         if (!l3_plane_mode_valid(mode))
             continue;
         for (int trial = 0; trial < 24; trial++) {
-            uint32_t w = 1 + gen_rng(&rng) % 40, h = 1 + gen_rng(&rng) % 12;
-            unsigned depth = depths[gen_rng(&rng) % 5];
+            uint32_t w = 1 + tc_splitmix64(&rng) % 40, h = 1 + tc_splitmix64(&rng) % 12;
+            unsigned depth = depths[tc_splitmix64(&rng) % 5];
             /* mostly one bits: short unary codes, small symbols */
             for (size_t i = 0; i < sizeof s; i++) {
-                uint64_t r = gen_rng(&rng);
+                uint64_t r = tc_splitmix64(&rng);
                 s[i] = (uint8_t)(r | (r >> 8) | (trial & 1 ? r >> 16 : 0));
             }
             /* the length at which the reference decodes to the end, if any */
@@ -209,7 +209,7 @@ Test(tile_simt, random_streams_every_mode)
                 if (l3_tile_plane_decode(s, len, mode, w, h, depth, scratch) == L3_OK)
                     good = len;
             compare(s, good ? good : sizeof s, mode, w, h, depth, &t);
-            compare(s, 1 + gen_rng(&rng) % sizeof s, mode, w, h, depth, &t);
+            compare(s, 1 + tc_splitmix64(&rng) % sizeof s, mode, w, h, depth, &t);
             if (good > 1)
                 compare(s, good - 1, mode, w, h, depth, &t);
         }
@@ -243,7 +243,7 @@ Test(tile_simt, parse_plane_matches_parse)
                 memcpy(tile, payload + b, size);
                 size_t sz = size;
                 if (k > 0) {
-                    uint64_t r = gen_rng(&rng);
+                    uint64_t r = tc_splitmix64(&rng);
                     size_t hb = L3_TILE_HEADER_BYTES(lay.planes);
                     if (k % 4 == 1)
                         tile[r % hb] = (uint8_t)(r >> 16);
