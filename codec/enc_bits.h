@@ -50,7 +50,8 @@ static inline uint8_t *bw_flush(struct bw *w)
  * (8 bytes) after every code and the pointer advances by its whole bytes.
  * Writes up to 8 bytes past the stream's end, so only for buffers with that
  * much room behind the largest stream (the worker's stream buffers). Codes
- * of up to 57 bits. */
+ * of up to 56 bits: with the 7 bits that may be pending, 63 at most, so
+ * that the shift by whole bytes stays below 64. */
 static inline void bwf_put64(struct bw *w, uint64_t v, unsigned n)
 {
     w->acc |= v << w->n;

@@ -4,6 +4,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "enc_simd.h"
 #include "enc_tile.h"
 
 /* One row of 3- or 4-channel 8-bit pixels into planes (restrict: the
@@ -66,7 +67,9 @@ L3_CLONES int l3_gather_planes(const struct enc *e, uint32_t x0, uint32_t y0, ui
                     pl[c][o + x] = r16[x * P + c];
         } else {
             const uint8_t *r8 = r + (size_t)x0 * P;
-            if (P == 3) {
+            if (P == 3 && e->simd) {
+                l3_simd_gather3(r8, w, pl[0] + o, pl[1] + o, pl[2] + o);
+            } else if (P == 3) {
                 gather3(r8, w, pl[0] + o, pl[1] + o, pl[2] + o);
             } else if (maxv >= 255 && P == 4) {
                 /* 8-bit samples cannot exceed maxv: no range check */

@@ -9,6 +9,7 @@
 #include "enc_bits.h"
 #include "enc_predict.h"
 #include "enc_rice.h"
+#include "enc_simd.h"
 #include "l3_internal.h"
 
 #define LZ_MARGIN 4u      /* bits a copy must save over its literals */
@@ -56,31 +57,27 @@ static inline uint32_t lz_hash(const uint16_t *z, unsigned bits)
 /* Literal cost estimate of rows y0..y1-1 of the residuals (1/16 bits, from
  * the group-of-16 Rice plan), continuing the prefix sums in cost (cost[i] =
  * the first i residuals; cost[0] = 0). */
-L3_CLONES static void lz_costs(uint32_t *cost, const uint16_t *z, uint32_t w, uint32_t y0,
-                               uint32_t y1, unsigned depth)
+L3_CLONES static void lz_costs_ref(uint32_t *cost, const uint16_t *z, uint32_t w, uint32_t y0,
+                                   uint32_t y1, unsigned depth)
 {
     cost[0] = 0;
     for (uint32_t y = y0; y < y1; y++) {
         const uint16_t *zr = z + (size_t)y * w;
         uint32_t *cr = cost + (size_t)y * w + 1;
         for (uint32_t x0 = 0; x0 < w; x0 += L3_GROUP) {
-            uint32_t g = w - x0 < L3_GROUP ? w - x0 : L3_GROUP, sum = 0;
-            for (uint32_t i = 0; i < g; i++)
-                sum += zr[x0 + i];
-            uint32_t base = cr[(ptrdiff_t)x0 - 1];
-            if (sum == 0) {
-                for (uint32_t i = 0; i < g; i++)
-                    cr[x0 + i] = base + 1 + i;
-                continue;
-            }
-            unsigned k = fast_k(sum, g, depth);
-            for (uint32_t i = 0; i < g; i++) {
-                uint32_t q = (uint32_t)zr[x0 + i] >> k;
-                base += 16 * (q < L3_ESCAPE ? q + 1 + k : L3_ESCAPE + depth) + 32 / g;
-                cr[x0 + i] = base;
-            }
+            uint32_t g = w - x0 < L3_GROUP ? w - x0 : L3_GROUP;
+            lz_cost_group(cr + x0, zr + x0, g, cr[(ptrdiff_t)x0 - 1], depth);
         }
     }
+}
+
+static void lz_costs(const struct lz_state *lz, const uint16_t *z, uint32_t w, uint32_t y0,
+                     uint32_t y1, unsigned depth)
+{
+    if (lz->simd && depth <= 8)
+        l3_simd_lz_costs(lz->cost, z, w, y0, y1, depth);
+    else
+        lz_costs_ref(lz->cost, z, w, y0, y1, depth);
 }
 
 /* Starts a parse of a plane of n residuals. */
@@ -190,7 +187,7 @@ static size_t lz_finish(struct lz_state *lz, size_t n)
 }
 
 L3_CLONES static uint8_t *plane_write_lz(const uint16_t *z, const uint32_t *tok, size_t nt,
-                               unsigned depth, uint8_t *out, uint32_t gs)
+                                         unsigned depth, uint8_t *out, uint32_t gs, int simd)
 {
     struct bw bw = {out, 0, 0};
     unsigned prev = 0;
@@ -208,7 +205,9 @@ L3_CLONES static uint8_t *plane_write_lz(const uint16_t *z, const uint32_t *tok,
             unsigned sym = sum ? fast_k(sum, g, depth) + 1 : 0;
             bw_symbol(&bw, sym, prev);
             prev = sym;
-            if (sym)
+            if (sym && simd)
+                l3_simd_rice_group(&bw, zg, g, sym - 1, depth);
+            else if (sym)
                 bw_rice_group(&bw, zg, g, sym - 1, depth);
         }
         pos += run;
@@ -233,7 +232,8 @@ static size_t lz_write(struct lz_state *lz, const uint16_t *z, size_t n, unsigne
     uint64_t est = lz->cost[n] - lz->saved; /* 1/16 bits */
     if (est >= limit * 128)
         return 0;
-    size_t l = (size_t)(plane_write_lz(z, lz->tok, nt, depth, out, L3_GROUP) - out);
+    size_t l = (size_t)(plane_write_lz(z, lz->tok, nt, depth, out, L3_GROUP,
+                                       lz->simd && depth <= 8) - out);
     return l < limit ? l : 0;
 }
 
@@ -242,9 +242,11 @@ size_t l3_lz_try(struct lz_state *lz, const uint16_t *src, uint16_t *z, unsigned
                  uint8_t *out)
 {
     const size_t n = (size_t)w * h;
-    if (src)
+    if (src && lz->simd)
+        l3_simd_plane_residuals(src, w, h, depth, z, kind);
+    else if (src)
         l3_plane_residuals(src, w, h, depth, z, kind);
-    lz_costs(lz->cost, z, w, 0, h, depth);
+    lz_costs(lz, z, w, 0, h, depth);
     lz_start(lz, n);
     lz_parse(lz, z, n, chain);
     return lz_write(lz, z, n, depth, limit, out);
@@ -255,8 +257,11 @@ size_t l3_lz_gated(struct lz_state *lz, const uint16_t *src, uint16_t *z, uint32
 {
     const size_t n = (size_t)w * h;
     const uint32_t rows = h >= 16 ? h / 4 : h;
-    l3_plane_residuals(src, w, rows, depth, z, L3_PLANE_LEFT);
-    lz_costs(lz->cost, z, w, 0, rows, depth);
+    if (lz->simd)
+        l3_simd_plane_residuals(src, w, rows, depth, z, L3_PLANE_LEFT);
+    else
+        l3_plane_residuals(src, w, rows, depth, z, L3_PLANE_LEFT);
+    lz_costs(lz, z, w, 0, rows, depth);
     lz_start(lz, n);
     lz_parse(lz, z, (size_t)w * rows, LZ_CHAIN);
     /* (the plan can be cheaper than the model: groups of 8) */
@@ -264,9 +269,13 @@ size_t l3_lz_gated(struct lz_state *lz, const uint16_t *src, uint16_t *z, uint32
     if (saved * 32 < model || (model - saved) * 32 >= plan * 128 * rows / h * 31)
         return 0;
     for (uint32_t y = rows; y < h; y++)
-        row_residuals(src + (size_t)y * w, src + (size_t)(y - 1) * w, w, depth,
-                      z + (size_t)y * w, L3_PLANE_LEFT);
-    lz_costs(lz->cost, z, w, rows, h, depth);
+        if (lz->simd)
+            l3_simd_row_residuals(src + (size_t)y * w, src + (size_t)(y - 1) * w, w, depth,
+                                  z + (size_t)y * w, L3_PLANE_LEFT);
+        else
+            row_residuals(src + (size_t)y * w, src + (size_t)(y - 1) * w, w, depth,
+                          z + (size_t)y * w, L3_PLANE_LEFT);
+    lz_costs(lz, z, w, rows, h, depth);
     lz_parse(lz, z, n, LZ_CHAIN);
     return lz_write(lz, z, n, depth, limit, out);
 }
@@ -284,6 +293,7 @@ size_t l3_lz_words(size_t area, unsigned *hash_bits_ret)
 void l3_lz_init(struct lz_state *lz, uint32_t *mem, size_t area, unsigned hash_bits)
 {
     lz->hash_bits = hash_bits;
+    lz->simd = 0;
     lz->head = mem;
     lz->chain = mem + ((size_t)1 << hash_bits);
     lz->cost = lz->chain + area;

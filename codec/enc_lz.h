@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "enc_rice.h"
+
 #define LZ_CHAIN 8u      /* candidates examined per position */
 #define LZ_CHAIN_MAX 64u /* ... with effort >= 2 */
 
@@ -25,7 +27,32 @@ struct lz_state {
     size_t nt;        /* tokens so far */
     uint64_t saved;   /* estimated savings of the copies, 1/16 bits */
     uint32_t repd;    /* distance of the last copy */
+    int simd;         /* the AVX2 kernels of enc_simd.c (same results) */
 };
+
+/* Literal cost estimate of one group of g residuals zr (1/16 bits, the
+ * group-of-16 Rice plan's codes and 2 bits of symbol per 16 residuals, a
+ * zero group 1 bit): its prefix sums after `base` into cr[0 .. g). Returns
+ * the last one. (Inline: enc_lz.c and enc_simd.c's tail groups.) */
+static inline uint32_t lz_cost_group(uint32_t *cr, const uint16_t *zr, uint32_t g,
+                                     uint32_t base, unsigned depth)
+{
+    uint32_t sum = 0;
+    for (uint32_t i = 0; i < g; i++)
+        sum += zr[i];
+    if (sum == 0) {
+        for (uint32_t i = 0; i < g; i++)
+            cr[i] = base + 1 + i;
+        return base + g;
+    }
+    unsigned k = fast_k(sum, g, depth);
+    for (uint32_t i = 0; i < g; i++) {
+        uint32_t q = (uint32_t)zr[i] >> k;
+        base += 16 * (q < L3_ESCAPE ? q + 1 + k : L3_ESCAPE + depth) + 32 / g;
+        cr[i] = base;
+    }
+    return base;
+}
 
 /* uint32_t words of one worker's state for planes of up to `area`
  * residuals; the hash table's size (bits) into *hash_bits_ret. */

@@ -4,6 +4,7 @@
 
 #include "enc_bits.h"
 #include "enc_predict.h"
+#include "enc_simd.h"
 
 /* Bits of the group symbol s after prev (the codes of bw_symbol). */
 static inline unsigned sym_cost(unsigned s, unsigned prev)
@@ -125,7 +126,7 @@ L3_CLONES static void plane_plan_both(const uint16_t *z, uint32_t w, uint32_t h,
 
 L3_CLONES struct plan l3_plan_plane(const uint16_t *src, uint32_t w, uint32_t h,
                                     unsigned depth, uint16_t *z, uint8_t *syms, int exact,
-                                    unsigned pred, size_t g16, unsigned short_bias)
+                                    unsigned pred, size_t g16, unsigned short_bias, int simd)
 {
     size_t n = (size_t)w * h;
     struct plan p;
@@ -136,9 +137,15 @@ L3_CLONES struct plan l3_plan_plane(const uint16_t *src, uint32_t w, uint32_t h,
         return p;
     }
     uint64_t raw = ((uint64_t)n * depth + 7) / 8;
-    l3_plane_residuals(src, w, h, depth, z, pred);
+    simd = simd && depth <= 8;
+    if (simd)
+        l3_simd_plane_residuals(src, w, h, depth, z, pred);
+    else
+        l3_plane_residuals(src, w, h, depth, z, pred);
     uint64_t med, med8;
-    if (exact) {
+    if (simd && !exact && w % 16 == 0) {
+        l3_simd_plan_both(z, n, depth, syms, syms + g16, &med, &med8);
+    } else if (exact) {
         med = plane_plan(z, w, h, depth, syms, exact, L3_GROUP);
         med8 = plane_plan(z, w, h, depth, syms + g16, exact, L3_GROUP_SHORT);
     } else {

@@ -67,10 +67,11 @@ static inline int l3_plane_const(const uint16_t *src, size_t n)
  * group symbols into syms (groups of 16 in the first g16 entries, then
  * groups of 8). The plan takes the short groups (L3_PLANE_SHORT) when they
  * save more than short_bias/32. exact: the best Rice parameter of each group
- * by counted bits (effort >= 2), else the fast rule. */
+ * by counted bits (effort >= 2), else the fast rule. simd: with the AVX2
+ * kernels of enc_simd.h where they apply (same plan). */
 struct plan l3_plan_plane(const uint16_t *src, uint32_t w, uint32_t h, unsigned depth,
                           uint16_t *z, uint8_t *syms, int exact, unsigned pred, size_t g16,
-                          unsigned short_bias);
+                          unsigned short_bias, int simd);
 
 /* Estimated bits of plane src under predictor pred from rows 1, 1 + step,
  * 1 + 2 * step, ... (groups of 16, fast rule); zrow: w residuals of scratch. */

@@ -14,6 +14,7 @@
 #include "enc_lz.h"
 #include "enc_predict.h"
 #include "enc_rice.h"
+#include "enc_simd.h"
 #include "enc_tile.h"
 
 /* Rows of a tile that l3_plane_estimate looks at: every EST_STEP-th row for
@@ -128,7 +129,7 @@ static struct plan plan_slot(const struct tile *t, unsigned s, unsigned into, un
 {
     const struct enc *e = t->e;
     return l3_plan_plane(t->sample[s], t->w, t->h, t->depth, t->resid[into], t->syms[into],
-                         e->exact, pred, t->g16, e->short_bias);
+                         e->exact, pred, t->g16, e->short_bias, e->simd);
 }
 
 /* A second plan of slot s was made in the spare: make it slot s's plan by
@@ -159,6 +160,9 @@ static void plan_other(struct tile *t, unsigned s)
 
 static uint64_t estimate(const struct tile *t, unsigned s, unsigned pred, uint32_t step)
 {
+    if (t->e->simd)
+        return l3_simd_estimate(t->sample[s], t->w, t->h, t->depth, pred,
+                                t->resid[SLOT_SPARE], step);
     return l3_plane_estimate(t->sample[s], t->w, t->h, t->depth, pred,
                              t->resid[SLOT_SPARE], step);
 }
@@ -386,16 +390,20 @@ static struct stream planned_stream(struct tile *t, unsigned s)
 {
     if (t->deferred[s])
         t->plan[s] = l3_plan_plane(t->sample[s], t->w, t->h, t->depth, t->resid[s],
-                                   t->syms[s], 0, t->plan[s].kind, t->g16, t->e->short_bias);
+                                   t->syms[s], 0, t->plan[s].kind, t->g16, t->e->short_bias,
+                                   t->e->simd);
     struct stream st = {t->plan[s].mode, t->raw, NULL};
     if (st.mode == L3_PLANE_CONST) {
         st.len = t->plan[s].bytes;
     } else if (st.mode >= L3_PLANE_MED) {
         const int sh = (st.mode & L3_PLANE_SHORT) != 0;
         uint8_t *wb = t->wbuf[WBUF_RICE];
-        size_t l = (size_t)(l3_plane_write_rice(t->resid[s], t->syms[s] + (sh ? t->g16 : 0),
-                                                t->w, t->h, t->depth, wb,
-                                                sh ? L3_GROUP_SHORT : L3_GROUP) - wb);
+        const uint8_t *syms = t->syms[s] + (sh ? t->g16 : 0);
+        const uint32_t gs = sh ? L3_GROUP_SHORT : L3_GROUP;
+        uint8_t *end = t->e->simd && t->depth <= 8
+                           ? l3_simd_write_rice(t->resid[s], syms, t->w, t->h, t->depth, wb, gs)
+                           : l3_plane_write_rice(t->resid[s], syms, t->w, t->h, t->depth, wb, gs);
+        size_t l = (size_t)(end - wb);
         if (l < t->raw) {
             st.bytes = wb;
             st.len = l;

@@ -24,6 +24,7 @@ struct enc {
     size_t scratch_per;   /* uint16_t elements */
     size_t area;          /* tile_w * tile_h */
     int exact;            /* effort >= 2: exact per-group parameter search */
+    int simd;             /* the AVX2 kernels of enc_simd.h (same bytes) */
     unsigned grad_bias;   /* take the gradient predictor unless MED is this
                              many 32nds smaller */
     unsigned short_bias;  /* groups of 8 only when this many 32nds smaller */

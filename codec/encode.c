@@ -6,6 +6,7 @@
 #include <xxhash.h>
 
 #include "enc_lz.h"
+#include "enc_simd.h"
 #include "enc_tile.h"
 #include "l3_internal.h"
 
@@ -97,6 +98,7 @@ int l3_enc_begin(const struct l3_info *info_in, const void *pixels, size_t strid
     e->area = area;
     e->scratch_per = scratch_per;
     e->exact = opts && opts->effort >= 2;
+    e->simd = l3_enc_simd_available();
     e->grad_bias = e->exact ? 0 : 3;
     e->short_bias = e->exact ? 0 : 1;
     e->wbuf_per = wbuf_per;
@@ -107,8 +109,10 @@ int l3_enc_begin(const struct l3_info *info_in, const void *pixels, size_t strid
     e->lzs = calloc(threads, sizeof *e->lzs);
     e->lzmem = malloc(lz_per * 4 * threads);
     if (e->lzs && e->lzmem)
-        for (unsigned i = 0; i < threads; i++)
+        for (unsigned i = 0; i < threads; i++) {
             l3_lz_init(&e->lzs[i], e->lzmem + lz_per * i, area, hash_bits);
+            e->lzs[i].simd = e->simd;
+        }
     e->tile_bytes = malloc(8 * (size_t)tiles);
     e->scratch = malloc(scratch_per * 2 * threads);
     if (!x->buf || !e->tile_bytes || !e->scratch || !e->wbuf || !e->lzs || !e->lzmem) {
@@ -118,6 +122,13 @@ int l3_enc_begin(const struct l3_info *info_in, const void *pixels, size_t strid
     e->slots = x->buf + hsize;
     *enc_ret = x;
     return L3_OK;
+}
+
+void l3_enc_use_portable(struct l3_enc *x)
+{
+    x->e.simd = 0;
+    for (unsigned i = 0; i < x->threads; i++)
+        x->e.lzs[i].simd = 0;
 }
 
 const struct l3_info *l3_enc_info(const struct l3_enc *x)

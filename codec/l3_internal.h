@@ -145,6 +145,10 @@ struct l3_enc;
  * later, as long as a tile's rows are written before l3_enc_tile(tile). */
 int l3_enc_begin(const struct l3_info *info, const void *pixels, size_t stride,
                  const struct l3_encode_options *opts, struct l3_enc **enc_ret);
+/* Makes enc use the portable reference code of the encoder instead of the
+ * AVX2 kernels that l3_enc_begin picks where the CPU has them (enc_simd.h):
+ * the same bytes, slower; for tests. Before the first l3_enc_tile. */
+void l3_enc_use_portable(struct l3_enc *enc);
 /* The image description as written (tile geometry filled in), worker count. */
 const struct l3_info *l3_enc_info(const struct l3_enc *enc);
 unsigned l3_enc_threads(const struct l3_enc *enc);

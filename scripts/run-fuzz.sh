@@ -19,7 +19,7 @@ secs=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
 corpus_cache=${L3_CORPUS:-/var/cache/l3fs-corpus}
 work=$build/fuzz-work
-for h in fuzz_l3_decode fuzz_l3_simd fuzz_png make_seeds; do
+for h in fuzz_l3_decode fuzz_l3_simd fuzz_l3_encode fuzz_png make_seeds; do
   [ -x "$build/fuzz/$h" ] || { echo "run-fuzz: $build/fuzz/$h missing (configure with -Dfuzz=true)" >&2; exit 1; }
 done
 rm -rf "$work/seeds"
@@ -49,5 +49,6 @@ run() { # harness corpus-name
 }
 run fuzz_l3_decode l3
 run fuzz_l3_simd l3   # SIMD vs reference decoder: same status, same samples
+run fuzz_l3_encode png # encoder kernels vs reference: same bytes, lossless
 run fuzz_png png
 exit $status
