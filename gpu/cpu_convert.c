@@ -66,7 +66,10 @@ int l3cv_fast_prepare(const struct l3cv_image *im, size_t stream_min, struct l3c
         if (!fc->ident[c])
             fc->all_ident = 0;
     }
-    fc->avx2 = (uint8_t)l3cv_avx2_available();
+    for (unsigned j = 0; j < 3; j++)
+        for (unsigned i = 0; i < 16; i++)
+            fc->hwc_off[j][i] = (int32_t)(((16u * j + i) % C) * 256u);
+    fc->simd = (uint8_t)l3cv_simd_level();
     return 0;
 }
 
@@ -258,6 +261,7 @@ CV_INLINE void conv_tile8(const struct l3cv_fast *fc, const struct l3_tile_out *
      * converted into one while row y - 1 streams out of the other, so the
      * vector loads of the copy never wait on the scalar stores just made */
     uint8_t *stage[2] = {scratch + 6 * rs, scratch + 22 * rs};
+    uint8_t *ilv = scratch + 38 * rs; /* HWC lookups: C interleaved samples per pixel */
     const size_t es = dt == L3GPU_U8 ? 1 : dt == L3GPU_F32 ? 4 : 2;
     const uint8_t *prev = NULL;
     size_t prev_pix = 0;
@@ -265,11 +269,32 @@ CV_INLINE void conv_tile8(const struct l3cv_fast *fc, const struct l3_tile_out *
     for (uint32_t y = 0; y < t->h; y++) {
         CV_SOURCE_ROWS(uint8_t)
         const size_t pix = (size_t)(t->y0 + y) * W + t->x0;
+        if (layout == L3GPU_HWC && fc->simd && !(w & 15) && C > 1) {
+            const void *rows[4] = {u[0], u[1], u[2], u[3]};
+            uint8_t *dst = (uint8_t *)out + pix * C * es;
+            if (!fc->all_ident) {
+                /* the samples interleaved, then through the tables in place */
+                l3cv_interleave_simd(rows, C, 1, w, ilv);
+                l3cv_hwc_simd(fc, ilv, C, w, dst, fc->stream);
+                continue;
+            }
+            if (!fc->stream) { /* uint8 as decoded: interleaving is all */
+                l3cv_interleave_simd(rows, C, 1, w, dst);
+                continue;
+            }
+            uint8_t *sg = stage[y & 1];
+            l3cv_interleave_simd(rows, C, 1, w, sg);
+            if (prev)
+                flush_row(out, prev, prev_pix, w, HW, C, layout, es);
+            prev = sg;
+            prev_pix = pix;
+            continue;
+        }
         if (!fc->stream) {
             if (layout == L3GPU_CHW)
                 for (unsigned c = 0; c < C; c++) {
-                    if (fc->avx2 && !fc->ident[c] && !(w & 15))
-                        l3cv_row_avx2(fc, c, u[c], w, (uint8_t *)out + (c * HW + pix) * es, 0);
+                    if (fc->simd && !fc->ident[c] && !(w & 15))
+                        l3cv_row_simd(fc, c, u[c], w, (uint8_t *)out + (c * HW + pix) * es, 0);
                     else
                         put_row(fc, c, u[c], w, out, c * HW + pix, 1, dt);
                 }
@@ -282,8 +307,8 @@ CV_INLINE void conv_tile8(const struct l3cv_fast *fc, const struct l3_tile_out *
             /* straight from the tables to memory, no staging */
             for (unsigned c = 0; c < C; c++) {
                 uint8_t *d = (uint8_t *)out + (c * HW + pix) * es;
-                if (fc->avx2 && !fc->ident[c] && !((uintptr_t)d & (dt == L3GPU_U8 ? 15 : 31)))
-                    l3cv_row_avx2(fc, c, u[c], w, d, 1);
+                if (fc->simd && !fc->ident[c] && !((uintptr_t)d & (dt == L3GPU_U8 ? 15 : 31)))
+                    l3cv_row_simd(fc, c, u[c], w, d, 1);
                 else if ((uintptr_t)d & 15)
                     put_row(fc, c, u[c], w, out, c * HW + pix, 1, dt);
                 else

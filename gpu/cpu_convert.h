@@ -47,21 +47,24 @@ struct l3cv_fast {
     uint8_t all_ident;           /* uint8 output and every table is the identity */
     uint8_t ident[4];            /* uint8 output and t.u8[c][v] == v */
     uint8_t stream;              /* large output: rows go out with non-temporal stores */
-    uint8_t avx2;                /* table lookups by AVX2 gathers (tabled images) */
+    uint8_t simd;                /* l3cv_simd_level(): 0 portable, 1 AVX2, 2 AVX-512 */
     union {
         uint8_t u8[4][256];
         uint16_t u16[4][256]; /* uint16 and float16 bits */
         float f32[4][256];
     } t;
     uint32_t w32[4][256]; /* uint8/uint16/float16 tables widened, for the gathers */
+    /* HWC gathers: table offset ((16 j + i) mod C) * 256 of element i of
+     * block j (mod 3) of an interleaved row */
+    int32_t hwc_off[3][16];
 };
 
 /* Scratch bytes l3cv_fast_tile() needs for tiles up to tile_w wide: 3 rows
- * of samples (luma, key alpha, opaque; up to 2 bytes each), then two staging
- * rows of up to 4 channels x 4 bytes, each 16-byte aligned when the scratch
- * is. */
+ * of samples (luma, key alpha, opaque; up to 2 bytes each), two staging rows
+ * of up to 4 channels x 4 bytes, then one row of up to 4 interleaved 8-bit
+ * samples (HWC lookups), each 16-byte aligned when the scratch is. */
 #define L3CV_FAST_STRIDE(tile_w) (((size_t)(tile_w) + 15u) & ~(size_t)15u)
-#define L3CV_FAST_SCRATCH(tile_w) (38u * L3CV_FAST_STRIDE(tile_w))
+#define L3CV_FAST_SCRATCH(tile_w) (42u * L3CV_FAST_STRIDE(tile_w))
 
 /* Outputs of at least this many bytes per image are streamed. */
 #define L3CV_STREAM_MIN ((size_t)1 << 20)
@@ -73,11 +76,21 @@ struct l3cv_fast {
  * pixel by pixel with l3cv_map/l3cv_store). */
 int l3cv_fast_prepare(const struct l3cv_image *im, size_t stream_min, struct l3cv_fast *fc);
 
-/* AVX2 (cpu_convert_avx2.c): whether this CPU has it, and one CHW row of
- * channel c (w a multiple of 16 samples) through fc's table into dst; with
- * `stream`, non-temporal stores (dst 32-byte aligned; 16 for uint8). */
-int l3cv_avx2_available(void);
-void l3cv_row_avx2(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,
+/* SIMD steps (cpu_convert_simd.c). l3cv_simd_level: what this CPU runs (0
+ * none, 1 AVX2, 2 AVX-512 F/BW/VL). l3cv_row_simd: one row of channel c (w a
+ * multiple of 16 samples) through fc's table into dst, at fc->simd >= 1;
+ * with `stream`, non-temporal stores (dst 32-byte aligned, 16 for uint8).
+ * l3cv_interleave_simd: C rows of w elements of es bytes (1, 2, 4; w * es a
+ * multiple of 16) into w interleaved pixels at dst. l3cv_hwc_simd: w pixels
+ * of C interleaved 8-bit samples (ilv; w a multiple of 16) through fc's
+ * tables into w HWC pixels at dst; with `stream`, non-temporal stores when
+ * dst is aligned to 16 elements (plain stores otherwise). */
+int l3cv_simd_level(void);
+void l3cv_row_simd(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,
+                   void *dst, int stream);
+void l3cv_interleave_simd(const void *const rows[4], unsigned C, size_t es, uint32_t w,
+                          void *dst);
+void l3cv_hwc_simd(const struct l3cv_fast *fc, const uint8_t *ilv, unsigned C, uint32_t w,
                    void *dst, int stream);
 
 /* Converts one decoded tile (as l3_decode_tiles() hands it over: channel

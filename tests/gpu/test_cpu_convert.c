@@ -6,7 +6,7 @@
  *     palettes), as encoded and tiled into a larger image with partial edge
  *     tiles, through l3gpu_cpu_decode_batch (contiguous and separate outputs);
  *   - the converter alone, with non-temporal stores forced on and off, with
- *     the AVX2 and the portable table lookups, into outputs whose rows are
+ *     the AVX-512, AVX2 and portable steps, into outputs whose rows are
  *     and are not 16- and 32-byte aligned;
  *   - a photo-sized image through the batch decoder, where streaming engages
  *     by itself. */
@@ -285,16 +285,16 @@ Test(cpu_convert, streamed_and_unaligned_outputs_match_reference, .timeout = 600
                 uint8_t *base = (uint8_t *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
                 /* output at a line, one element past it, one short of 16, at 16 (not 32) */
                 const size_t shifts[4] = {0, es, 16 - es, 16};
-                for (int variant = 0; variant < 4; variant++)
+                for (int variant = 0; variant < 6; variant++)
                     for (int si = 0; si < 4; si++) {
-                        /* plain / streamed stores x portable / AVX2 lookups */
-                        int stream = variant & 1, avx2 = variant >> 1;
-                        if (avx2 && !l3cv_avx2_available())
+                        /* plain / streamed stores x portable / AVX2 / AVX-512 */
+                        int stream = variant & 1, simd = variant >> 1;
+                        if (simd > l3cv_simd_level())
                             continue;
                         size_t shift = shifts[si];
                         struct l3cv_fast fc;
                         cr_assert_eq(l3cv_fast_prepare(&cv, stream ? 0 : SIZE_MAX, &fc), 0);
-                        fc.avx2 = (uint8_t)avx2;
+                        fc.simd = (uint8_t)simd;
                         cr_assert_eq(fc.stream, stream && m.info.bit_depth <= 8,
                                      "16-bit outputs are never streamed");
                         uint8_t *out = base + shift;
@@ -306,7 +306,7 @@ Test(cpu_convert, streamed_and_unaligned_outputs_match_reference, .timeout = 600
                                   "%s -> %s, %s stores, %s lookups, output %zu bytes past a "
                                   "line: differs from the reference",
                                   m.name, name, stream ? "streamed" : "plain",
-                                  avx2 ? "AVX2" : "portable", shift);
+                                  simd == 2 ? "AVX-512" : simd ? "AVX2" : "portable", shift);
                         tested++;
                     }
                 free(mem);
