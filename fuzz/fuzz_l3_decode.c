@@ -11,10 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
-
 #include "l3.h"
 #include "l3_internal.h"
+#include "resealed.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -64,32 +63,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     unsigned threads = size > 0 && (data[size - 1] & 1) ? 2 : 1;
     exercise(data, size, threads);
 
-    /* Same bytes with a valid header checksum. */
-    if (size < L3_FIXED_HEADER || memcmp(data, L3_MAGIC, 4) != 0)
-        return 0;
-    struct l3_info info;
-    memset(&info, 0, sizeof info);
-    info.color = data[L3_OFF_COLOR];
-    info.channels = data[L3_OFF_CHANNELS];
-    info.bit_depth = data[L3_OFF_DEPTH];
-    memcpy(&info.width, data + L3_OFF_WIDTH, 4); /* little-endian hosts only */
-    memcpy(&info.height, data + L3_OFF_HEIGHT, 4);
-    uint16_t tw, th, pl;
-    memcpy(&tw, data + L3_OFF_TILE_W, 2);
-    memcpy(&th, data + L3_OFF_TILE_H, 2);
-    memcpy(&pl, data + L3_OFF_PAL_LEN, 2);
-    info.palette_len = info.color == L3_COLOR_PALETTE ? pl : 0;
-    uint64_t tiles = 0, hsize = 0;
-    if (l3_geometry(&info, tw, th, &tiles, &hsize) != L3_OK || hsize < 8 || hsize > size)
-        return 0;
-    uint8_t *copy = malloc(size);
-    if (copy == NULL)
-        return 0;
-    memcpy(copy, data, size);
-    uint64_t h = XXH3_64bits(copy, (size_t)hsize - 8);
-    for (int i = 0; i < 8; i++)
-        copy[hsize - 8 + (uint64_t)i] = (uint8_t)(h >> (8 * i));
-    if (memcmp(copy, data, size) != 0)
+    /* the same bytes with a valid header checksum */
+    uint8_t *copy = fuzz_resealed(data, size);
+    if (copy != NULL)
         exercise(copy, size, threads);
     free(copy);
     return 0;
