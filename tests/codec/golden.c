@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "l3_le.h"
+
 void golden_digest(const void *samples, size_t size, unsigned depth, char hex[65])
 {
     struct sha256_ctx ctx;
@@ -19,8 +21,7 @@ void golden_digest(const void *samples, size_t size, unsigned depth, char hex[65
             for (; n < sizeof le && i + 1 < size; n += 2, i += 2) {
                 uint16_t v;
                 memcpy(&v, p + i, 2);
-                le[n] = (uint8_t)v;
-                le[n + 1] = (uint8_t)(v >> 8);
+                l3_wr_u16le(le + n, v);
             }
             sha256_update(&ctx, n, le);
         }

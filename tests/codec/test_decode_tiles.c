@@ -2,6 +2,7 @@
  * the agreement of the SIMD and the reference (L3_DECODE_SCALAR) decoders:
  * same status and same samples on valid and on corrupted files. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 
 #include "helpers.h"
 #include "l3.h"
+#include "tc_file.h"
 
 static const unsigned depths_of[5][5] = {
     {1, 2, 4, 8, 16}, {8, 16}, {8, 16}, {8, 16}, {1, 2, 4, 8}};
@@ -259,20 +261,6 @@ Test(decode_tiles, simd_matches_reference_on_corrupt_files)
 
 /* The repository's sample images (real photos, label maps, RGBA art, 16-bit):
  * both decoders on the files and on corrupted copies. */
-static uint8_t *read_all(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "%s", path);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    rewind(f);
-    uint8_t *b = malloc((size_t)len);
-    cr_assert_eq(fread(b, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *n = (size_t)len;
-    return b;
-}
-
 Test(decode_tiles, simd_matches_reference_on_sample_images)
 {
     static const char *const files[] = {
@@ -289,7 +277,8 @@ Test(decode_tiles, simd_matches_reference_on_sample_images)
         char path[512];
         snprintf(path, sizeof path, "%s/data/sample/%s", root, files[i]);
         size_t pn, n;
-        uint8_t *png = read_all(path, &pn);
+        uint8_t *png = tc_slurp(path, &pn);
+        cr_assert_not_null(png, "%s: %s", path, strerror(errno));
         void *f = NULL;
         cr_assert_eq(l3_transcode_png(png, pn, NULL, &f, &n), L3_OK, "%s", path);
         struct l3_info info;

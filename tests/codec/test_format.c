@@ -8,6 +8,7 @@
 
 #include "helpers.h"
 #include "l3.h"
+#include "l3_le.h"
 #include "l3_tile.h"
 
 static const unsigned depths_of[5][5] = {
@@ -401,10 +402,8 @@ Test(format, decompression_bomb_header)
      * or an allocation of the image */
     uint8_t hdr[48];
     memcpy(hdr, f, 48);
-    for (int i = 0; i < 4; i++) {
-        hdr[8 + i] = (uint8_t)(L3_MAX_DIM >> (8 * i));
-        hdr[12 + i] = (uint8_t)(L3_MAX_DIM >> (8 * i));
-    }
+    l3_wr_u32le(hdr + 8, L3_MAX_DIM);
+    l3_wr_u32le(hdr + 12, L3_MAX_DIM);
     size_t need = 0;
     int st = l3_read_info(hdr, sizeof hdr, NULL, &need);
     cr_assert(st == L3_ERR_BAD_HEADER || st == L3_ERR_TRUNCATED, "%s", l3_strerror(st));
@@ -518,23 +517,18 @@ Test(format, header_bit_flips_are_detected)
 static void reseal(uint8_t *f, size_t n)
 {
     size_t hs = 48;
-    uint32_t tw = f[16] | f[17] << 8, th = f[18] | f[19] << 8;
-    uint32_t w = f[8] | f[9] << 8 | f[10] << 16 | (uint32_t)f[11] << 24;
-    uint32_t h = f[12] | f[13] << 8 | f[14] << 16 | (uint32_t)f[15] << 24;
+    uint32_t tw = l3_rd_u16le(f + 16), th = l3_rd_u16le(f + 18);
+    uint32_t w = l3_rd_u32le(f + 8), h = l3_rd_u32le(f + 12);
     if (!tw || !th || !w || !h)
         return;
     uint64_t tiles = (uint64_t)((w + tw - 1) / tw) * ((h + th - 1) / th);
     if (f[5] == L3_COLOR_PALETTE)
-        hs += 4u * (f[22] | f[23] << 8);
+        hs += 4u * l3_rd_u16le(f + 22);
     hs += 8 * tiles + 8;
     if (hs > n)
         return;
-    uint64_t ph = XXH3_64bits(f + hs, n - hs);
-    for (int i = 0; i < 8; i++)
-        f[40 + i] = (uint8_t)(ph >> (8 * i));
-    uint64_t hh = XXH3_64bits(f, hs - 8);
-    for (int i = 0; i < 8; i++)
-        f[hs - 8 + i] = (uint8_t)(hh >> (8 * i));
+    l3_wr_u64le(f + 40, XXH3_64bits(f + hs, n - hs));
+    l3_wr_u64le(f + hs - 8, XXH3_64bits(f, hs - 8));
 }
 
 Test(format, header_fields_out_of_range_are_rejected)

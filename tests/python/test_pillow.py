@@ -89,7 +89,7 @@ class Plugin(unittest.TestCase):
                     m = self.check_one(p, f"{name}{i}")
                     modes[m] = modes.get(m, 0) + 1
                     total += 1
-        print(f"\npillow: {total} PNGs, each equal as .l3, .png, no extension and a file "
+        print(f"# pillow: {total} PNGs, each equal as .l3, .png, no extension and a file "
               f"object: " + ", ".join(f"{n} {len(f)}" for n, f in sets)
               + "; modes " + ", ".join(f"{m} {c}" for m, c in sorted(modes.items())))
         # every mode Pillow gives PNGs is covered by PngSuite + the sample
