@@ -16,6 +16,9 @@ dali        dali_source.L3Source on the extension built against the
             (copied back by the runtime) against the CPU decode; and
             decode_batch(out=) into GPU memory received through DLPack
 
+Reports in TAP (one case per check; a part that cannot run here is a
+skipped case with its reason), so scripts/test.sh counts every case.
+
 Environment (meson): L3_SOURCE_ROOT, PYTHONPATH with the build's python/;
 for dali L3_FAKECUDA_EXT (the fake-runtime extension) and L3_PYTHON_SRC.
 """
@@ -33,12 +36,23 @@ TOP = os.environ.get("L3_SOURCE_ROOT", os.path.join(HERE, "..", ".."))
 SAMPLE = os.path.join(TOP, "data", "sample", "leftImg8bit")
 sys.path.insert(0, HERE)
 failures = []
+cases = 0  # TAP result lines so far
 
 
 def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    """One TAP case: "ok N - what" or "not ok N - what"."""
+    global cases
+    cases += 1
+    print(f"{'ok' if cond else 'not ok'} {cases} - {what}", flush=True)
     if not cond:
         failures.append(what)
+
+
+def skip(what, reason):
+    """A case that did not run, counted as skipped with its reason."""
+    global cases
+    cases += 1
+    print(f"ok {cases} - {what} # SKIP {reason}", flush=True)
 
 
 def sample_pngs():
@@ -101,8 +115,9 @@ def test_webdataset(tmp):
     try:
         import webdataset as wds
     except ImportError:
-        print("     webdataset is not installed (not a Debian package): its own pipeline "
-              "was not run; the shard was read by webdataset_l3.samples")
+        skip("webdataset pipeline: wds.WebDataset(shard).decode(l3.torch.webdataset_handler())",
+             "webdataset is not installed (not a Debian package); the shard was read by "
+             "webdataset_l3.samples only")
         return
     ds = wds.WebDataset(shard).decode(l3.torch.webdataset_handler()).to_tuple("l3", "cls")
     for i, (x, c) in enumerate(ds):
@@ -202,9 +217,13 @@ def test_dali(tmp):
     env["FAKECUDA_DEVICES"] = "1"
     r = subprocess.run([sys.executable, "-c", DALI_CHILD, os.path.join(tmp, "pkg")] + same,
                        capture_output=True, text=True, env=env)
-    print(r.stdout, end="")
     print(r.stderr[-3000:], end="", file=sys.stderr)
     lines = r.stdout.splitlines()
+    for x in lines:  # each of the child's checks is a case here
+        if x.startswith(("ok   ", "FAIL ")):
+            check(x.startswith("ok"), "DALI source process: " + x[5:])
+        else:
+            print("# " + x)
     check(r.returncode == 0, "the DALI source process exits 0")
     check(len(lines) >= 12 and not any(x.startswith("FAIL") for x in lines),
           f"{sum(x.startswith('ok') for x in lines)} checks passed in the DALI source process")
@@ -214,14 +233,16 @@ def main():
     what = sys.argv[1] if len(sys.argv) > 1 else ""
     tests = {"webdataset": test_webdataset, "getitems": test_getitems, "dali": test_dali}
     if what not in tests:
-        print(f"usage: {sys.argv[0]} {'|'.join(tests)}")
+        print(f"usage: {sys.argv[0]} {'|'.join(tests)}", file=sys.stderr)
         return 2
+    print("TAP version 13", flush=True)
     with tempfile.TemporaryDirectory(prefix=f"l3-recipe-{what}.") as tmp:
         tests[what](tmp)
+    print(f"1..{cases}")
     if failures:
-        print(f"{len(failures)} check(s) failed")
+        print(f"# {len(failures)} check(s) failed")
         return 1
-    print("all checks passed")
+    print("# all checks passed")
     return 0
 
 
