@@ -10,8 +10,12 @@ its cases: "ok" passed, "ok ... # SKIP reason" skipped, "not ok" failed; a
 TAP test whose run meson judged bad (crash, timeout, a plan that does not
 add up) although no case failed counts one more failure. Any other test
 counts once by meson's result; the reason of its skip is its line starting
-with "SKIP" (or its last line of output). A Criterion executable that does not
-speak TAP counts as a failure (its skipped cases would be hidden).
+with "SKIP" (or its last line of output). A test without TAP that passed but
+printed lines starting with "SKIP" (a part it could not run, e.g. "SKIP
+other-user checks: not root") counts one skipped case more per such line, so
+that a part skipped inside a passing test is listed too. A Criterion
+executable that does not speak TAP counts as a failure (its skipped cases
+would be hidden).
 
 Prints "tests: P passed, F failed, S skipped", then every skipped case with
 its reason (grouped by reason) and every failed case. Exit status 0.
@@ -59,6 +63,13 @@ def skip_reason(entry):
     return lines[-1] if lines else "no reason given"
 
 
+def partial_skips(entry):
+    """Reasons of the "SKIP ..." lines of a passing test without TAP."""
+    out = (entry.get("stdout") or "") + "\n" + (entry.get("stderr") or "")
+    return [re.sub(r"^SKIP[:\s]*", "", l.strip()) or "no reason given"
+            for l in out.splitlines() if re.match(r"^SKIP\b", l.strip())]
+
+
 def main(dirs):
     passed = failed = 0
     skips = {}   # reason -> [where]
@@ -97,6 +108,8 @@ def main(dirs):
                 continue
             if res in ("OK", "EXPECTEDFAIL"):
                 passed += 1
+                for why in partial_skips(e):
+                    skips.setdefault(why, []).append(f"{tag} {name} (a part of it)")
             elif res == "SKIP":
                 skips.setdefault(skip_reason(e), []).append(f"{tag} {name}")
             else:
