@@ -2,13 +2,9 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "l3cache_internal.h"
+#include <xxhash.h>
 
-int l3cache_default_encode(void *ctx, const void *png, size_t png_size,
-                           const struct l3_encode_options *opts,
-                           void **out_ret, size_t *size_ret);
-int l3cache_default_check(void *ctx, const void *data, size_t size,
-                          uint64_t total, int full, size_t *needed_ret);
+#include "handle.h"
 
 int l3cache_default_encode(void *ctx, const void *png, size_t png_size,
                            const struct l3_encode_options *opts,
@@ -19,10 +15,10 @@ int l3cache_default_encode(void *ctx, const void *png, size_t png_size,
 }
 
 int l3cache_default_check(void *ctx, const void *data, size_t size,
-                          uint64_t total, int full, size_t *needed_ret)
+                          uint64_t total, int level, size_t *needed_ret)
 {
     (void)ctx;
-    if (full)
+    if (level >= L3CACHE_CHECK_WHOLE)
         return l3_verify(data, size);
     struct l3_info info;
     struct l3_layout layout;
@@ -38,5 +34,9 @@ int l3cache_default_check(void *ctx, const void *data, size_t size,
      * truncated or extended object is caught without reading the payload */
     if ((uint64_t)layout.header_size + layout.payload_size != total)
         return L3_ERR_TRUNCATED;
+    if (level == L3CACHE_CHECK_PAYLOAD &&
+        XXH3_64bits((const uint8_t *)data + layout.header_size, (size_t)layout.payload_size) !=
+            layout.payload_hash)
+        return L3_ERR_PAYLOAD_CHECKSUM;
     return L3_OK;
 }

@@ -128,11 +128,11 @@ static void kick_background(struct l3cache *c)
  * readable descriptor: the stored object, or an in-memory copy
  * (*in_memory_ret) when it could not be stored. */
 static int store_encoded(struct l3cache *c, const struct l3cache_key *key, const void *out,
-                         size_t out_size, int *in_memory_ret)
+                         size_t out_size, int store, int *in_memory_ret)
 {
     pthread_mutex_lock(&c->mu);
     c->inst.encodes++;
-    int may_write = stats_writes_allowed(c);
+    int may_write = store && stats_writes_allowed(c);
     pthread_mutex_unlock(&c->mu);
     int stored = 0, created = 0;
     if (may_write) {
@@ -148,7 +148,7 @@ static int store_encoded(struct l3cache *c, const struct l3cache_key *key, const
                     kick_background(c);
             }
         } else {
-            stats_write_failure(c);
+            stats_write_failure(c, -r);
         }
         pthread_mutex_unlock(&c->mu);
     }
@@ -165,13 +165,29 @@ static int store_encoded(struct l3cache *c, const struct l3cache_key *key, const
         }
     }
     *in_memory_ret = fd < 0;
-    return fd >= 0 ? fd : object_memory_fd(out, out_size);
+    return fd >= 0 ? fd : object_memory_fd(c, out, out_size);
 }
 
-/* Encodes src bytes under `key` (single flight) and returns a readable fd. */
+/* This process leads the encode of key: another process may have stored it
+ * since our first look, or be encoding it (its claim). 1 with fd/size when
+ * the object is there now; else 0 with *claim_ret (possibly NULL) to
+ * release after encoding. */
+static int lead(struct l3cache *c, const struct l3cache_key *key, int store, int *fd_ret,
+                uint64_t *size_ret, struct claim **claim_ret)
+{
+    *claim_ret = NULL;
+    if (object_open(c, key, fd_ret, size_ret) == 0)
+        return 1;
+    if (!store)
+        return 0;
+    return claim_acquire(c, key, claim_ret, fd_ret, size_ret) == CLAIM_STORED;
+}
+
+/* Encodes src bytes under `key` (single flight in this process, claims
+ * between processes) and returns a readable fd. store = 0: never stored. */
 static int produce(struct l3cache *c, const struct l3cache_key *key, const uint8_t *src,
-                   size_t src_size, int *fd_ret, uint64_t *size_ret, int *l3_status_ret,
-                   int *was_hit_ret)
+                   size_t src_size, int store, int *fd_ret, uint64_t *size_ret,
+                   int *l3_status_ret, int *was_hit_ret)
 {
     *was_hit_ret = 0;
     int status = 0;
@@ -190,8 +206,8 @@ static int produce(struct l3cache *c, const struct l3cache_key *key, const uint8
     c->flights = f;
     pthread_mutex_unlock(&c->mu);
 
-    /* Another process may have stored it since our first look. */
-    if (object_open(c, key, fd_ret, size_ret) == 0) {
+    struct claim *cl;
+    if (lead(c, key, store, fd_ret, size_ret, &cl)) {
         *was_hit_ret = 1;
         flight_finish(c, f, 0, 0, -1, 0);
         return 0;
@@ -201,6 +217,7 @@ static int produce(struct l3cache *c, const struct l3cache_key *key, const uint8
     int l3s = c->in.encode(c->in.ctx, src, src_size, &c->opts.encode, &out, &out_size);
     if (l3s != 0 || !out || out_size == 0) {
         free(out);
+        claim_release(c, cl);
         if (l3s == 0)
             l3s = L3_ERR_INVALID_ARG;
         stats_count(c, &c->inst.encode_failures, 1);
@@ -211,7 +228,8 @@ static int produce(struct l3cache *c, const struct l3cache_key *key, const uint8
         return r;
     }
     int in_memory = 0;
-    int fd = store_encoded(c, key, out, out_size, &in_memory);
+    int fd = store_encoded(c, key, out, out_size, store, &in_memory);
+    claim_release(c, cl);
     free(out);
     flight_finish(c, f, fd < 0 ? fd : 0, 0, fd, in_memory);
     if (fd < 0)
@@ -240,15 +258,26 @@ static void count_hit(struct l3cache *c, uint64_t size)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* object_open, with a corrupt object counted for the caller's log. */
+static int open_counted(struct l3cache *c, const struct l3cache_key *key, int *fd_ret,
+                        uint64_t *size_ret, struct l3cache_object *obj)
+{
+    int r = object_open(c, key, fd_ret, size_ret);
+    if (r == -EBADMSG)
+        obj->repaired++;
+    return r;
+}
+
 /* The index entry e of this source names an object: serve it when it is
  * there and valid (an entry with another size than the object's is fixed). */
-static int get_indexed(struct l3cache *c, struct l3cache_entry *e, struct l3cache_object *obj)
+static int get_indexed(struct l3cache *c, struct l3cache_entry *e, int index,
+                       struct l3cache_object *obj)
 {
     int fd;
     uint64_t size;
-    if (object_open(c, &e->key, &fd, &size) != 0)
+    if (open_counted(c, &e->key, &fd, &size, obj) != 0)
         return -ENOENT;
-    if (size != e->encoded_size) {
+    if (size != e->encoded_size && index) {
         pthread_mutex_lock(&c->mu);
         e->encoded_size = size;
         index_append(c, e);
@@ -259,42 +288,58 @@ static int get_indexed(struct l3cache *c, struct l3cache_entry *e, struct l3cach
     return 0;
 }
 
-int l3cache_get(l3cache *c, int src_fd, const struct stat *st, struct l3cache_object *obj,
-                int *l3_status_ret)
+/* The source read whole, and still the version `src` afterwards (else a
+ * rewrite raced the read: -EAGAIN, nothing may be recorded for it). */
+static int read_source(int fd, const struct l3cache_source *src, uint8_t **buf_ret,
+                       size_t *len_ret)
 {
-    if (!c || src_fd < 0 || !st || !obj)
+    int r = l3cache_read_whole(fd, src->size, buf_ret, len_ret);
+    if (r < 0)
+        return r;
+    struct l3cache_source after;
+    if (l3cache_identify(fd, "", AT_EMPTY_PATH, NULL, &after) != 0 ||
+        !l3cache_source_eq(&after, src) || *len_ret != src->size) {
+        free(*buf_ret);
+        return -EAGAIN;
+    }
+    return 0;
+}
+
+int l3cache_get(l3cache *c, int src_fd, const struct l3cache_source *src, unsigned flags,
+                struct l3cache_object *obj, int *l3_status_ret)
+{
+    if (!c || src_fd < 0 || !src || !obj)
         return -EINVAL;
     memset(obj, 0, sizeof(*obj));
     obj->fd = -1;
     if (l3_status_ret)
         *l3_status_ret = 0;
-
-    struct l3cache_source src;
-    l3cache_source_from_stat(st, &src);
+    /* a private source in a shared directory: neither stored nor indexed */
+    int store = !(c->shared && (flags & L3CACHE_GET_PRIVATE));
     struct l3cache_entry e;
     pthread_mutex_lock(&c->mu);
     c->inst.lookups++;
-    int known = index_find(c, &src, &e) == 0;
+    int known = index_find(c, src, &e) == 0;
     pthread_mutex_unlock(&c->mu);
-    if (known && get_indexed(c, &e, obj) == 0)
+    if (known && get_indexed(c, &e, store, obj) == 0)
         return 0;
 
     /* not known, or its object is gone: hash the source */
     uint8_t *buf = NULL;
     size_t len = 0;
-    int r = l3cache_read_whole(src_fd, src.size, &buf, &len);
+    int r = read_source(src_fd, src, &buf, &len);
     if (r < 0)
         return r;
     struct l3cache_key key;
     l3cache_key_compute(buf, len, c->in.format_version, &c->opts.encode, &key);
-    struct l3cache_entry ne = {.src = src, .key = key, .params_id = c->params_id};
+    struct l3cache_entry ne = {.src = *src, .key = key, .params_id = c->params_id};
     int fd;
     uint64_t size;
     int was_hit = 0;
-    if (!(known && key_eq(&key, &e.key)) && object_open(c, &key, &fd, &size) == 0)
+    if (!(known && key_eq(&key, &e.key)) && open_counted(c, &key, &fd, &size, obj) == 0)
         was_hit = 1; /* the same bytes under another identity */
     else
-        r = produce(c, &key, buf, len, &fd, &size, l3_status_ret, &was_hit);
+        r = produce(c, &key, buf, len, store, &fd, &size, l3_status_ret, &was_hit);
     free(buf);
     pthread_mutex_lock(&c->mu);
     if (r == 0 && was_hit) {
@@ -303,7 +348,7 @@ int l3cache_get(l3cache *c, int src_fd, const struct stat *st, struct l3cache_ob
     } else {
         c->inst.misses++;
     }
-    if (r == 0 && (!known || !key_eq(&key, &e.key) || e.encoded_size != size)) {
+    if (r == 0 && store && (!known || !key_eq(&key, &e.key) || e.encoded_size != size)) {
         ne.encoded_size = size;
         index_append(c, &ne);
     }
@@ -311,5 +356,24 @@ int l3cache_get(l3cache *c, int src_fd, const struct stat *st, struct l3cache_ob
     if (r < 0)
         return r;
     hand_out(obj, fd, size, &key, was_hit);
+    return 0;
+}
+
+int l3cache_open_key(l3cache *c, const struct l3cache_key *key, struct l3cache_object *obj)
+{
+    if (!c || !key || !obj)
+        return -EINVAL;
+    memset(obj, 0, sizeof(*obj));
+    obj->fd = -1;
+    int fd;
+    uint64_t size;
+    stats_count(c, &c->inst.lookups, 1);
+    int r = open_counted(c, key, &fd, &size, obj);
+    if (r < 0) {
+        stats_count(c, &c->inst.misses, 1);
+        return r == -EBADMSG ? -ENOENT : r;
+    }
+    count_hit(c, size);
+    hand_out(obj, fd, size, key, 1);
     return 0;
 }

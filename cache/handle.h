@@ -9,6 +9,10 @@
  *   index.c     the source index: in-memory table over index.log, tail, append,
  *               compaction
  *   object.c    one object: open and check, store atomically, remove
+ *   verified.c  which objects were checked whole and have not changed or left
+ *               the page cache since (mincore): what an open must check
+ *   claim.c     claims on a key shared through the directory, so that
+ *               processes and hosts sharing it encode each key once
  *   get.c       l3cache_get: hit path, single flight, encode and store
  *   scan.c      walks of objects/: counting, temp sweep, LRU eviction, verify,
  *               clear
@@ -49,6 +53,24 @@ struct flight {
     int result_fd;  /* readable copy for waiters when no object was stored */
 };
 
+/* An object this handle checked whole: its identity then. */
+struct vslot {
+    uint64_t dev, ino, size;
+    int64_t mtime_ns, ctime_ns;
+};
+#define L3CACHE_VSLOTS 16384 /* direct-mapped: a collision costs a re-check */
+
+/* A claim this process holds (objects/ab/<key>.claim). */
+struct claim {
+    struct claim *next;
+    int fd;                     /* open for the heartbeat (futimens) */
+    dev_t dev;
+    ino_t ino;
+    char rel[64];
+};
+
+enum verify_mode { VERIFY_AUTO = 0, VERIFY_ALWAYS = 1, VERIFY_TRUST = 2 };
+
 struct l3cache {
     char *dir;                  /* [const] */
     int dirfd;                  /* [const] */
@@ -61,6 +83,9 @@ struct l3cache {
     char host[64];              /* [const] */
     uint64_t instance_id;       /* [const] */
     uint64_t params_id;         /* [const] */
+    int verify;                 /* [const] enum verify_mode */
+    int shared;                 /* [const] L3CACHE_SHARED */
+    mode_t dir_mode, file_mode; /* [const] 0700/0600, shared 0755/0644 */
 
     pthread_mutex_t mu;
     pthread_cond_t flight_cv;   /* flights finished; first scan done */
@@ -73,7 +98,10 @@ struct l3cache {
 
     struct l3cache_counters inst, flushed, persisted; /* [mu] */
     int writes_disabled;        /* [mu] */
+    int write_error;            /* [mu] errno that disabled writes */
     time_t disabled_at;         /* [mu] */
+    struct vslot *verified;     /* [mu] L3CACHE_VSLOTS entries */
+    struct claim *claims;       /* [mu] claims this process holds */
     uint64_t objects, object_bytes; /* [mu] estimate: last scan + own writes */
 
     pthread_mutex_t scan_mu;    /* one walk of objects/ at a time */
@@ -112,15 +140,41 @@ void index_compact(struct l3cache *c);
  * when it was corrupt (it is then removed), -errno. */
 int object_open(struct l3cache *c, const struct l3cache_key *key, int *fd_ret,
                 uint64_t *size_ret);
-/* Runs the check hook on an open object. 0 valid, 1 corrupt, -errno. */
-int object_check(struct l3cache *c, int fd, uint64_t size, int full);
+/* Runs the check hook at L3CACHE_CHECK_* level on an open object. 0 valid,
+ * 1 corrupt, -errno. */
+int object_check(struct l3cache *c, int fd, uint64_t size, int level);
 /* Removes the object at rel when it is still the inode described by st. */
 void object_remove_if_same(struct l3cache *c, const char *rel, const struct stat *st);
+/* Creates (O_EXCL) rel in fan-out directory sub ("objects/ab"), making or
+ * repairing the directory when it is missing. A descriptor or -errno. */
+int object_create(struct l3cache *c, const char *sub, const char *rel, int flags);
 /* Stores an object atomically. 0: stored (or already there), -errno. */
 int object_store(struct l3cache *c, const struct l3cache_key *key, const void *data,
                  size_t size, int *created_ret);
 /* A readable descriptor of bytes that could not be stored. */
-int object_memory_fd(const void *data, size_t size);
+int object_memory_fd(struct l3cache *c, const void *data, size_t size);
+
+/* ---- verified.c ---- */
+/* 0 when an open object (fd, its fstat st) may be served: per c->verify,
+ * checked now or known checked and unchanged and resident; 1 corrupt; -errno. */
+int verified_ready(struct l3cache *c, int fd, const struct stat *st);
+/* Bytes this process wrote itself (a store, a memory copy): checked. */
+void verified_add(struct l3cache *c, const struct stat *st);
+
+/* ---- claim.c ---- */
+enum claim_result { CLAIM_OWNED, CLAIM_STORED, CLAIM_NONE };
+/* Before this process encodes key: CLAIM_OWNED (*claim_ret held: encode, then
+ * claim_release), CLAIM_STORED (another process stored it meanwhile: fd/size
+ * set) or CLAIM_NONE (no claim to be had, or the wait ran out: encode anyway). */
+int claim_acquire(struct l3cache *c, const struct l3cache_key *key, struct claim **claim_ret,
+                  int *fd_ret, uint64_t *size_ret);
+void claim_release(struct l3cache *c, struct claim *cl);
+/* Heartbeat of every held claim (background thread). */
+void claims_beat(struct l3cache *c);
+/* A fan-out directory objects/XX that the filesystem says is missing although
+ * this client believed in it (another client removed it): drop the stale
+ * entry and create it again. 0 or -errno. */
+int object_fix_fanout(struct l3cache *c, const char *sub);
 
 /* ---- scan.c ---- */
 /* Walks objects/: counts objects and bytes; evicts over the cap when evict;
@@ -135,12 +189,13 @@ void counters_add(struct l3cache_counters *a, const struct l3cache_counters *b, 
 int counters_zero(const struct l3cache_counters *a);
 /* Appends this process's counter delta to the log. */
 void stats_flush(struct l3cache *c);
-void stats_write_failure(struct l3cache *c); /* mu held */
+/* A failed object write (mu held): counted; writes disabled for a while
+ * when err says the storage cannot take them (full, read-only, I/O error). */
+void stats_write_failure(struct l3cache *c, int err);
 int stats_writes_allowed(struct l3cache *c); /* mu held */
 void stats_count(struct l3cache *c, uint64_t *counter, uint64_t v); /* takes mu */
 
-/* ---- tempname.c ---- */
-void l3cache_host_name(char *buf, size_t size);
+/* ---- tempname.c (l3cache_host_name in l3cache_internal.h) ---- */
 uint64_t l3cache_random_u64(void);
 
 /* ---- codec_glue.c ---- */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h> /* makedev */
 #include <unistd.h>
 
 #include <xxhash.h>
@@ -22,19 +23,63 @@ void l3cache_source_from_stat(const struct stat *st, struct l3cache_source *src_
     src_ret->size = (uint64_t)st->st_size;
     src_ret->mtime_ns = l3cache_ts_ns(&st->st_mtim);
     src_ret->ctime_ns = l3cache_ts_ns(&st->st_ctim);
+    src_ret->btime_ns = 0;
+}
+
+static int64_t sx_ns(const struct statx_timestamp *t)
+{
+    return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
+
+static void sx_ts(struct timespec *ts, const struct statx_timestamp *t)
+{
+    ts->tv_sec = (time_t)t->tv_sec;
+    ts->tv_nsec = (long)t->tv_nsec;
+}
+
+int l3cache_identify(int dirfd, const char *path, int at_flags, struct stat *st_ret,
+                     struct l3cache_source *src_ret)
+{
+    struct statx sx;
+    if (statx(dirfd, path, at_flags, STATX_BASIC_STATS | STATX_BTIME, &sx) != 0)
+        return -errno;
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    st.st_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+    st.st_ino = (ino_t)sx.stx_ino;
+    st.st_mode = sx.stx_mode;
+    st.st_nlink = sx.stx_nlink;
+    st.st_uid = sx.stx_uid;
+    st.st_gid = sx.stx_gid;
+    st.st_rdev = makedev(sx.stx_rdev_major, sx.stx_rdev_minor);
+    st.st_size = (off_t)sx.stx_size;
+    st.st_blksize = (blksize_t)sx.stx_blksize;
+    st.st_blocks = (blkcnt_t)sx.stx_blocks;
+    sx_ts(&st.st_atim, &sx.stx_atime);
+    sx_ts(&st.st_mtim, &sx.stx_mtime);
+    sx_ts(&st.st_ctim, &sx.stx_ctime);
+    if (src_ret) {
+        l3cache_source_from_stat(&st, src_ret);
+        if (sx.stx_mask & STATX_BTIME)
+            src_ret->btime_ns = sx_ns(&sx.stx_btime);
+    }
+    if (st_ret)
+        *st_ret = st;
+    return 0;
 }
 
 static uint64_t src_hash(const struct l3cache_source *s, uint64_t params_id)
 {
-    uint64_t v[6] = {s->dev, s->ino, s->size, (uint64_t)s->mtime_ns, (uint64_t)s->ctime_ns,
-                     params_id};
+    uint64_t v[7] = {s->dev, s->ino, s->size, (uint64_t)s->mtime_ns, (uint64_t)s->ctime_ns,
+                     (uint64_t)s->btime_ns, params_id};
     return XXH3_64bits(v, sizeof(v));
 }
 
 static inline int source_eq(const struct l3cache_source *a, const struct l3cache_source *b)
 {
     return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-           a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
+           a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns &&
+           a->btime_ns == b->btime_ns;
 }
 
 int l3cache_source_eq(const struct l3cache_source *a, const struct l3cache_source *b)

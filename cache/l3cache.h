@@ -47,13 +47,23 @@ struct l3cache_options {
     unsigned flags;           /* L3CACHE_* below */
 };
 #define L3CACHE_READONLY 0x1u /* never write: lookups and reads only */
-#define L3CACHE_VERIFY_FULL 0x2u /* every hit checks the whole object's
-                                    checksums (default: header checksum, and
-                                    the size against the index) */
+/* What is checked before an object's bytes are handed out (docs/CACHE.md,
+ * "Verification"). Default: the payload checksum, whenever the object is new
+ * to this handle, changed on disk (size, mtime or ctime) or has left the page
+ * cache since it was last checked (mincore); otherwise nothing more. */
+#define L3CACHE_VERIFY_FULL 0x2u /* the payload checksum at every hit */
+#define L3CACHE_TRUST_STORAGE 0x8u /* the header checksum only (and size):
+                                      for storage that checks itself (ZFS,
+                                      btrfs); rot in a payload is served */
 #define L3CACHE_NO_BACKGROUND 0x4u /* no background thread (one-shot tools):
                                       the first walk of objects/ runs inside
                                       l3cache_open, eviction only in
-                                      l3cache_gc, statistics flushed at close */
+                                      l3cache_gc, statistics flushed at close,
+                                      no claim heartbeats */
+/* A directory shared by several users: created 0755, objects and the index
+ * 0644, and sources the caller marks private (L3CACHE_GET_PRIVATE) are never
+ * stored in it. Default: a private cache, directories 0700, files 0600. */
+#define L3CACHE_SHARED 0x10u
 
 /* Opens (creating if needed) a cache directory. Cleans stale temp files left
  * by crashed writers. *cache_ret is set on success. */
@@ -64,14 +74,24 @@ void l3cache_close(l3cache *cache);
 /* Parses a size such as "50G", "512M", "10%" (of the filesystem holding dir). */
 int l3cache_parse_size(const char *text, const char *dir, uint64_t *bytes_ret);
 
-/* Identity of a source file, from its struct stat. */
+/* Identity of a source file: what a writer cannot restore is part of it
+ * (ctime, and the birth time where the filesystem has one), so that another
+ * file that reuses an inode number with the same size and mtime is never
+ * taken for this one. */
 struct l3cache_source {
     uint64_t dev;
     uint64_t ino;
     uint64_t size;
     int64_t mtime_ns;
     int64_t ctime_ns;
+    int64_t btime_ns;  /* statx birth time; 0 where the filesystem has none */
 };
+/* The identity (and, st_ret not NULL, the stat) of dirfd/path with statx()
+ * (AT_EMPTY_PATH with path "" for dirfd itself; at_flags such as
+ * AT_SYMLINK_NOFOLLOW). 0 or -errno. */
+int l3cache_identify(int dirfd, const char *path, int at_flags, struct stat *st_ret,
+                     struct l3cache_source *src_ret);
+/* The identity from a struct stat alone (btime_ns = 0). */
 void l3cache_source_from_stat(const struct stat *st, struct l3cache_source *src_ret);
 /* 1 when two identities are the same version of the same file. */
 int l3cache_source_eq(const struct l3cache_source *a, const struct l3cache_source *b);
@@ -88,15 +108,35 @@ struct l3cache_object {
     uint64_t size;           /* exact encoded size */
     struct l3cache_key key;
     int hit;                 /* 1: served from cache; 0: encoded by this call */
+    int repaired;            /* corrupt objects this call found and removed */
 };
+
+/* Flags of l3cache_get */
+#define L3CACHE_GET_PRIVATE 0x1u /* the source is not readable by every user:
+                                    in an L3CACHE_SHARED cache it is encoded
+                                    but never stored or indexed */
 
 /* Returns the object for a source PNG, encoding it on a miss.
  * src_fd is an open, readable fd of the source (read from offset 0 with pread);
- * st is its fstat(). Concurrent calls for the same key in this process wait
- * for one encode (single flight). A source that is not a valid PNG or is over
- * the limits returns -EIO (and *l3_status_ret, if not NULL, says why). */
-int l3cache_get(l3cache *cache, int src_fd, const struct stat *st,
+ * src is its identity (l3cache_identify). Concurrent calls for the same key in
+ * this process wait for one encode (single flight); processes sharing the
+ * directory (also on other hosts) wait for one another's claims. A source that
+ * is not a valid PNG or is over the limits returns -EIO (and *l3_status_ret,
+ * if not NULL, says why); one whose identity changed while it was read
+ * returns -EAGAIN (nothing is stored for it: ask again). */
+int l3cache_get(l3cache *cache, int src_fd, const struct l3cache_source *src, unsigned flags,
                 struct l3cache_object *obj_ret, int *l3_status_ret);
+
+/* Opens the object of a key as l3cache_get would serve it (verified), without
+ * the source: 0, or -ENOENT when it is not there (or was corrupt: removed,
+ * obj_ret->repaired = 1). */
+int l3cache_open_key(l3cache *cache, const struct l3cache_key *key,
+                     struct l3cache_object *obj_ret);
+/* Before handing out a descriptor obtained earlier (from l3cache_get or
+ * l3cache_open_key) again: checks it as an open would (0), or finds it
+ * corrupt (-EBADMSG: removed from the directory if its name still points to
+ * it, counted). */
+int l3cache_check_fd(l3cache *cache, const struct l3cache_key *key, int fd);
 
 /* Statistics. `instance` counts this handle since open; `total` is cumulative
  * for the directory (all processes, persisted).
@@ -116,7 +156,10 @@ int l3cache_get(l3cache *cache, int src_fd, const struct stat *st,
     X(evictions, "objects evicted under the size cap")                               \
     X(evicted_bytes, "bytes of objects evicted")                                     \
     X(corrupt_repaired, "corrupt objects found, removed and re-created")             \
-    X(write_failures, "failed object writes (ENOSPC, EROFS, EIO)")
+    X(write_failures, "failed object writes (ENOSPC, EROFS, EIO)")                   \
+    X(verified, "payload checks before serving (new, changed or uncached objects)")  \
+    X(claim_waits, "encodes left to another process's claim on the key")             \
+    X(claim_takeovers, "stale claims (owner gone or silent) taken over")
 
 struct l3cache_counters {
 #define L3CACHE_X_FIELD(name, desc) uint64_t name;
@@ -133,12 +176,14 @@ struct l3cache_stats {
     uint64_t object_bytes;      /* their total size */
     uint64_t max_bytes;         /* the cap, 0 = unlimited */
     int writes_disabled;        /* 1 after a write failure degraded the cache */
+    int write_error;            /* errno of the failure that disabled them */
     uint64_t index_entries;     /* source identities known to the index */
 };
 int l3cache_get_stats(l3cache *cache, struct l3cache_stats *stats_ret);
 
 /* Maintenance (the `l3fs cache` command, fs/cmd_cache.c). */
-/* Checks every object's checksums; removes bad ones. Counts via *_ret. */
+/* Checks every object whole (checksums and every tile's framing); removes
+ * bad ones. Counts via *_ret. */
 int l3cache_verify_all(l3cache *cache, uint64_t *checked_ret, uint64_t *bad_ret);
 /* Applies the size cap now; returns evicted bytes via *freed_ret. */
 int l3cache_gc(l3cache *cache, uint64_t *freed_ret);

@@ -19,10 +19,12 @@ typedef int (*l3cache_encode_fn)(void *ctx, const void *png, size_t png_size,
                                  void **out_ret, size_t *size_ret);
 /* Checks an object. `data` holds the first `size` bytes of an object whose
  * total size is `total`; returns 0 when valid, an enum l3_status value when
- * not, or -1 with *needed_ret set when it needs a longer prefix. `full` asks
- * for a whole-object check (data then holds all of it). */
+ * not, or -1 with *needed_ret set when it needs a longer prefix. `level`:
+ * L3CACHE_CHECK_HEADER (a prefix), _PAYLOAD (data holds the whole object:
+ * header and payload checksums), _WHOLE (also every tile's framing). */
+enum { L3CACHE_CHECK_HEADER = 0, L3CACHE_CHECK_PAYLOAD = 1, L3CACHE_CHECK_WHOLE = 2 };
 typedef int (*l3cache_check_fn)(void *ctx, const void *data, size_t size,
-                                uint64_t total, int full, size_t *needed_ret);
+                                uint64_t total, int level, size_t *needed_ret);
 
 struct l3cache_internal {
     l3cache_encode_fn encode;   /* NULL: l3_transcode_png */
@@ -39,6 +41,13 @@ struct l3cache_internal {
     unsigned stale_temp_s;      /* temp files older than this are removed at
                                    open (any host); 0: 15 min */
     int no_background;          /* 1: no background thread (tests drive gc) */
+    /* claims (docs/CACHE.md, "Several processes and hosts") */
+    unsigned claim_beat_ms;     /* heartbeat period of held claims; 0: 1 s */
+    unsigned claim_stale_ms;    /* a claim whose mtime did not move for this
+                                   long is taken over; 0: 10 s */
+    unsigned claim_wait_ms;     /* longest wait for another's claim before
+                                   encoding anyway; 0: 120 s */
+    int no_claims;              /* 1: never claim (tests of the old behaviour) */
 };
 
 int l3cache_open_internal(const struct l3cache_options *opts,
@@ -58,8 +67,16 @@ void l3cache_object_relpath(const struct l3cache_key *key, char path_ret[64]);
 #define L3CACHE_REC_MAGIC 0x4943334cu /* bytes "L3CI" read as little-endian */
 #define L3CACHE_REC_ENTRY 1
 #define L3CACHE_REC_STATS 2
-#define L3CACHE_REC_ENTRY_SIZE 88
-#define L3CACHE_REC_STATS_SIZE (24 + 8 * L3CACHE_NCOUNTERS) /* 112 */
+/* Record version 2 (since the birth time joined the identity): entries of
+ * version 1 are skipped (their identity cannot tell a reused inode apart),
+ * statistics records of both versions are read. A statistics record holds
+ * however many counters its writer knew (its length says): a reader takes
+ * the ones it knows and ignores the rest. */
+#define L3CACHE_REC_VERSION 2
+#define L3CACHE_REC_ENTRY_SIZE 96
+#define L3CACHE_REC_ENTRY_V1_SIZE 88
+#define L3CACHE_REC_STATS_SIZE (24 + 8 * L3CACHE_NCOUNTERS)
+#define L3CACHE_REC_STATS_V1_SIZE 112 /* 11 counters */
 #define L3CACHE_REC_MAX 4096
 
 struct l3cache_entry {
@@ -75,15 +92,18 @@ size_t l3cache_rec_encode_entry(const struct l3cache_entry *e, uint8_t out[L3CAC
 size_t l3cache_rec_encode_stats(uint64_t instance_id, const struct l3cache_counters *c,
                                 uint8_t out[L3CACHE_REC_STATS_SIZE]);
 /* Parses one record at buf[0..avail). Returns its length (> 0) and sets
- * *type_ret when a whole valid record is there; 0 when more bytes are needed
- * (the record may still be being written); -1 when the bytes at buf are not
- * a valid record (skip one byte and resync). */
+ * *type_ret when a whole valid record is there (0 for a valid record to skip:
+ * a version-1 entry); 0 when more bytes are needed (the record may still be
+ * being written); -1 when the bytes at buf are not a valid record (skip one
+ * byte and resync). */
 long l3cache_rec_parse(const uint8_t *buf, size_t avail, int *type_ret,
                        struct l3cache_entry *entry_ret, uint64_t *instance_ret,
                        struct l3cache_counters *stats_ret);
 
 /* Temp file names: ".tmp-<pid>-<16 hex random>-<host>". */
 int l3cache_temp_name(char *buf, size_t bufsize);
+/* This host's name as temp files and claims carry it. */
+void l3cache_host_name(char *buf, size_t size);
 /* Parses a temp name; returns 0 and pid/host when it is one. */
 int l3cache_temp_parse(const char *name, long *pid_ret, char *host_ret, size_t hostsize);
 

@@ -1,6 +1,6 @@
-/* object.c — one cache object: open and check it (header, or the whole
- * payload), store it atomically (temp file in its fan-out directory, fsync,
- * link), remove it only while its name still points at the inode checked. */
+/* object.c — one cache object: open it and check it as verified.c says, store
+ * it atomically (temp file in its fan-out directory, fsync, link), remove it
+ * only while its name still points at the inode checked. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -14,8 +14,8 @@
 
 #define PREFIX_BYTES 65536
 #define MAX_CHECK_PREFIX ((size_t)64 << 20)
+#define FANOUT_RETRIES 3
 
-/* Removes the object at rel when it is still the inode described by st. */
 void object_remove_if_same(struct l3cache *c, const char *rel, const struct stat *st)
 {
     if (c->readonly)
@@ -26,26 +26,28 @@ void object_remove_if_same(struct l3cache *c, const char *rel, const struct stat
         unlinkat(c->dirfd, rel, 0);
 }
 
-int object_check(struct l3cache *c, int fd, uint64_t size, int full)
+/* The whole object read (not mmap'ed: a file truncated behind our back must
+ * not SIGBUS) and checked at `level`. */
+static int check_whole(struct l3cache *c, int fd, uint64_t size, int level)
 {
-    if (size == 0)
-        return 1;
-    if (full) {
-        if (size > SIZE_MAX)
-            return -EFBIG;
-        /* read, not mmap: a file truncated behind our back must not SIGBUS */
-        uint8_t *buf = malloc((size_t)size);
-        if (!buf)
-            return -ENOMEM;
-        ssize_t n = l3cache_pread_full(fd, buf, (size_t)size, 0);
-        if (n < 0) {
-            free(buf);
-            return (int)n;
-        }
-        int st = (uint64_t)n == size ? c->in.check(c->in.ctx, buf, (size_t)n, size, 1, NULL) : 1;
+    if (size > SIZE_MAX)
+        return -EFBIG;
+    uint8_t *buf = malloc((size_t)size);
+    if (!buf)
+        return -ENOMEM;
+    ssize_t n = l3cache_pread_full(fd, buf, (size_t)size, 0);
+    if (n < 0) {
         free(buf);
-        return st == 0 ? 0 : 1;
+        return (int)n;
     }
+    int st = (uint64_t)n == size ? c->in.check(c->in.ctx, buf, (size_t)n, size, level, NULL) : 1;
+    free(buf);
+    return st == 0 ? 0 : 1;
+}
+
+/* A prefix (64 KiB, more when the tile table is longer) checked. */
+static int check_header(struct l3cache *c, int fd, uint64_t size)
+{
     size_t len = size < PREFIX_BYTES ? (size_t)size : PREFIX_BYTES;
     for (;;) {
         uint8_t *buf = malloc(len);
@@ -57,7 +59,7 @@ int object_check(struct l3cache *c, int fd, uint64_t size, int full)
             return (int)n;
         }
         size_t needed = 0;
-        int st = c->in.check(c->in.ctx, buf, (size_t)n, size, 0, &needed);
+        int st = c->in.check(c->in.ctx, buf, (size_t)n, size, L3CACHE_CHECK_HEADER, &needed);
         free(buf);
         if (st == 0)
             return 0;
@@ -70,8 +72,43 @@ int object_check(struct l3cache *c, int fd, uint64_t size, int full)
     }
 }
 
-int object_open(struct l3cache *c, const struct l3cache_key *key,
-                       int *fd_ret, uint64_t *size_ret)
+int object_check(struct l3cache *c, int fd, uint64_t size, int level)
+{
+    if (size == 0)
+        return 1;
+    return level == L3CACHE_CHECK_HEADER ? check_header(c, fd, size)
+                                         : check_whole(c, fd, size, level);
+}
+
+/* The object was found corrupt: removed (if its name is still this inode)
+ * and counted. */
+static void object_corrupt(struct l3cache *c, const char *rel, const struct stat *st)
+{
+    object_remove_if_same(c, rel, st);
+    stats_count(c, &c->inst.corrupt_repaired, 1);
+}
+
+/* last use for LRU eviction: the atime, refreshed at most every
+ * touch_interval_s so hits stay cheap */
+static void touch_atime(struct l3cache *c, int fd, const struct stat *st)
+{
+    if (c->readonly)
+        return;
+    time_t now = time(NULL);
+    if (c->in.touch_interval_s == UINT32_MAX ||
+        now - st->st_atim.tv_sec >= (time_t)c->in.touch_interval_s) {
+        struct timespec ts[2] = {{0, UTIME_NOW}, {0, UTIME_OMIT}};
+        struct stat after;
+        /* the touch moves ctime: the object stays the one just checked */
+        if (futimens(fd, ts) == 0 && fstat(fd, &after) == 0 && after.st_size == st->st_size &&
+            after.st_mtim.tv_sec == st->st_mtim.tv_sec &&
+            after.st_mtim.tv_nsec == st->st_mtim.tv_nsec)
+            verified_add(c, &after);
+    }
+}
+
+int object_open(struct l3cache *c, const struct l3cache_key *key, int *fd_ret,
+                uint64_t *size_ret)
 {
     char rel[64];
     l3cache_object_relpath(key, rel);
@@ -83,46 +120,75 @@ int object_open(struct l3cache *c, const struct l3cache_key *key,
         close(fd);
         return -EIO;
     }
-    uint64_t size = (uint64_t)st.st_size;
-    /* The check compares the file size with the sizes in the object's own
+    /* The checks compare the file size with the sizes in the object's own
      * checksummed header; a size that differs from the index's is then an
      * index entry that is out of date (two builds of one format version
      * whose encoders differ), not a corrupt object: the caller fixes it. */
-    int bad = object_check(c, fd, size, c->in.verify_full);
-    if (bad < 0) {
-        close(fd);
-        return bad;
-    }
+    int bad = verified_ready(c, fd, &st);
     if (bad) {
         close(fd);
-        object_remove_if_same(c, rel, &st);
-        pthread_mutex_lock(&c->mu);
-        c->inst.corrupt_repaired++;
-        pthread_mutex_unlock(&c->mu);
+        if (bad < 0)
+            return bad;
+        object_corrupt(c, rel, &st);
         return -EBADMSG;
     }
-    /* last use for LRU eviction: the atime, refreshed at most every
-     * touch_interval_s so hits stay cheap */
-    if (!c->readonly) {
-        time_t now = time(NULL);
-        if (c->in.touch_interval_s == UINT32_MAX ||
-            now - st.st_atim.tv_sec >= (time_t)c->in.touch_interval_s) {
-            struct timespec ts[2] = {{0, UTIME_NOW}, {0, UTIME_OMIT}};
-            futimens(fd, ts);
-        }
-    }
+    touch_atime(c, fd, &st);
     *fd_ret = fd;
-    *size_ret = size;
+    *size_ret = (uint64_t)st.st_size;
     return 0;
 }
 
+int l3cache_check_fd(l3cache *c, const struct l3cache_key *key, int fd)
+{
+    if (!c || !key || fd < 0)
+        return -EINVAL;
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return -errno;
+    int bad = verified_ready(c, fd, &st);
+    if (bad <= 0)
+        return bad;
+    char rel[64];
+    l3cache_object_relpath(key, rel);
+    object_corrupt(c, rel, &st);
+    return -EBADMSG;
+}
+
+/* ------------------------------------------------------------- storing */
+
 static int mkdir_objects(struct l3cache *c, const char *sub)
 {
-    if (mkdirat(c->dirfd, "objects", 0755) != 0 && errno != EEXIST)
+    if (mkdirat(c->dirfd, "objects", c->dir_mode) != 0 && errno != EEXIST)
         return -errno;
-    if (mkdirat(c->dirfd, sub, 0755) != 0 && errno != EEXIST)
+    if (mkdirat(c->dirfd, sub, c->dir_mode) != 0 && errno != EEXIST)
         return -errno;
     return 0;
+}
+
+int object_fix_fanout(struct l3cache *c, const char *sub)
+{
+    /* On a network filesystem a client may still believe in a directory
+     * another client removed (`cache clear`): mkdir says EEXIST, a create
+     * inside says ENOENT. An rmdir makes the client ask the server and drop
+     * its stale entry (it fails harmlessly when the directory is real and
+     * not empty); then the directories are made again. */
+    unlinkat(c->dirfd, sub, AT_REMOVEDIR);
+    unlinkat(c->dirfd, "objects", AT_REMOVEDIR);
+    return mkdir_objects(c, sub);
+}
+
+/* Creates a file in fan-out directory sub (rel is its path), making or
+ * repairing the directory when it is missing. A descriptor or -errno. */
+int object_create(struct l3cache *c, const char *sub, const char *rel, int flags)
+{
+    for (int i = 0;; i++) {
+        int fd = openat(c->dirfd, rel, flags | O_CREAT | O_EXCL | O_CLOEXEC, c->file_mode);
+        if (fd >= 0 || errno != ENOENT || i == FANOUT_RETRIES)
+            return fd >= 0 ? fd : -errno;
+        int r = i == 0 ? mkdir_objects(c, sub) : object_fix_fanout(c, sub);
+        if (r < 0)
+            return r;
+    }
 }
 
 static void fsync_dir(struct l3cache *c, const char *sub)
@@ -134,8 +200,28 @@ static void fsync_dir(struct l3cache *c, const char *sub)
     }
 }
 
-int object_store(struct l3cache *c, const struct l3cache_key *key,
-                        const void *data, size_t size, int *created_ret)
+/* The written temp file becomes the object: link (EEXIST: another writer
+ * won, same key, same bytes), or rename where there are no hard links. */
+static int publish(struct l3cache *c, const char *tmprel, const char *rel, int *created_ret)
+{
+    if (linkat(c->dirfd, tmprel, c->dirfd, rel, 0) == 0) {
+        *created_ret = 1;
+        return 0;
+    }
+    if (errno == EEXIST)
+        return 0;
+    if (errno == EPERM || errno == ENOTSUP || errno == EOPNOTSUPP || errno == ENOSYS ||
+        errno == EMLINK) {
+        if (renameat(c->dirfd, tmprel, c->dirfd, rel) != 0)
+            return -errno;
+        *created_ret = 1;
+        return 0;
+    }
+    return -errno;
+}
+
+int object_store(struct l3cache *c, const struct l3cache_key *key, const void *data,
+                 size_t size, int *created_ret)
 {
     char rel[64], sub[16], tmpname[160], tmprel[192];
     l3cache_object_relpath(key, rel);
@@ -146,44 +232,32 @@ int object_store(struct l3cache *c, const struct l3cache_key *key,
         return r;
     snprintf(tmprel, sizeof(tmprel), "%s/%s", sub, tmpname);
     *created_ret = 0;
-
-    int fd = openat(c->dirfd, tmprel, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0 && errno == ENOENT) {
-        r = mkdir_objects(c, sub);
-        if (r < 0)
-            return r;
-        fd = openat(c->dirfd, tmprel, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    }
+    int fd = object_create(c, sub, tmprel, O_WRONLY);
     if (fd < 0)
-        return -errno;
+        return fd;
     r = l3cache_write_all(fd, data, size);
     if (r == 0 && c->opts.fsync_policy >= L3CACHE_FSYNC_OBJECT && fsync(fd) != 0)
         r = -errno;
+    struct stat tmp;
+    if (r == 0 && fstat(fd, &tmp) != 0)
+        r = -errno;
     if (close(fd) != 0 && r == 0)
         r = -errno; /* NFS reports write-back errors at close */
-    if (r == 0) {
-        if (linkat(c->dirfd, tmprel, c->dirfd, rel, 0) == 0) {
-            *created_ret = 1;
-        } else if (errno == EEXIST) {
-            /* another writer won; same key, same bytes */
-        } else if (errno == EPERM || errno == ENOTSUP || errno == EOPNOTSUPP ||
-                   errno == ENOSYS || errno == EMLINK) {
-            /* no hard links here: rename replaces atomically */
-            if (renameat(c->dirfd, tmprel, c->dirfd, rel) == 0)
-                *created_ret = 1;
-            else
-                r = -errno;
-        } else {
-            r = -errno;
-        }
-    }
+    if (r == 0)
+        r = publish(c, tmprel, rel, created_ret);
     unlinkat(c->dirfd, tmprel, 0);
     if (r == 0 && c->opts.fsync_policy >= L3CACHE_FSYNC_ALL)
         fsync_dir(c, sub);
+    /* our own bytes, in the page cache: checked, under the identity the link
+     * and the temp name's removal left (both move ctime) */
+    struct stat now;
+    if (r == 0 && *created_ret && fstatat(c->dirfd, rel, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+        now.st_ino == tmp.st_ino && now.st_dev == tmp.st_dev)
+        verified_add(c, &now);
     return r;
 }
 
-int object_memory_fd(const void *data, size_t size)
+int object_memory_fd(struct l3cache *c, const void *data, size_t size)
 {
     int fd = memfd_create("l3cache", MFD_CLOEXEC);
     if (fd < 0) {
@@ -194,6 +268,9 @@ int object_memory_fd(const void *data, size_t size)
         unlink(path);
     }
     int r = l3cache_write_all(fd, data, size);
+    struct stat st;
+    if (r == 0 && fstat(fd, &st) == 0)
+        verified_add(c, &st);
     if (r < 0) {
         close(fd);
         return r;

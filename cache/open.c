@@ -49,10 +49,13 @@ static void *background(void *arg)
     first_scan(c, 1);
     uint64_t next_flush = l3cache_now_ms() + c->in.flush_interval_ms;
     uint64_t next_scan = l3cache_now_ms() + c->in.scan_interval_ms;
+    uint64_t next_beat = l3cache_now_ms() + c->in.claim_beat_ms;
     pthread_mutex_lock(&c->mu);
     while (!c->closing) {
         uint64_t t = l3cache_now_ms();
         uint64_t wake = next_flush < next_scan ? next_flush : next_scan;
+        if (c->claims && next_beat < wake)
+            wake = next_beat;
         if (!c->bg_kick && t < wake) {
             bg_sleep_locked(c, wake);
             continue;
@@ -61,6 +64,10 @@ static void *background(void *arg)
         c->bg_kick = 0;
         pthread_mutex_unlock(&c->mu);
         t = l3cache_now_ms();
+        if (t >= next_beat) {
+            claims_beat(c);
+            next_beat = t + c->in.claim_beat_ms;
+        }
         if (t >= next_flush) {
             stats_flush(c);
             next_flush = t + c->in.flush_interval_ms;
@@ -132,6 +139,19 @@ static struct l3cache *handle_new(const struct l3cache_options *opts,
     c->readonly = (opts->flags & L3CACHE_READONLY) != 0;
     if (opts->flags & L3CACHE_VERIFY_FULL)
         c->in.verify_full = 1;
+    c->verify = c->in.verify_full ? VERIFY_ALWAYS
+                : (opts->flags & L3CACHE_TRUST_STORAGE) ? VERIFY_TRUST
+                                                        : VERIFY_AUTO;
+    c->shared = (opts->flags & L3CACHE_SHARED) != 0;
+    c->dir_mode = c->shared ? 0755 : 0700;
+    c->file_mode = c->shared ? 0644 : 0600;
+    if (!c->in.claim_beat_ms)
+        c->in.claim_beat_ms = 1000;
+    if (!c->in.claim_stale_ms)
+        c->in.claim_stale_ms = 10000;
+    if (!c->in.claim_wait_ms)
+        c->in.claim_wait_ms = 120000;
+    c->verified = calloc(L3CACHE_VSLOTS, sizeof(*c->verified));
     c->params_id = l3cache_params_id(c->in.format_version, &c->opts.encode);
     l3cache_host_name(c->host, sizeof(c->host));
     c->instance_id = l3cache_random_u64() | 1;
@@ -139,7 +159,7 @@ static struct l3cache *handle_new(const struct l3cache_options *opts,
     pthread_mutex_init(&c->scan_mu, NULL);
     pthread_cond_init(&c->flight_cv, NULL);
     pthread_cond_init(&c->bg_cv, NULL);
-    if (!c->dir) {
+    if (!c->dir || !c->verified) {
         l3cache_close(c);
         return NULL;
     }
@@ -153,20 +173,25 @@ static struct l3cache *handle_new(const struct l3cache_options *opts,
 static int open_lock_and_log(struct l3cache *c, int *writable)
 {
     if (*writable) {
-        c->lockfd = openat(c->dirfd, L3CACHE_LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        c->lockfd = openat(c->dirfd, L3CACHE_LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC,
+                           c->file_mode);
         if (c->lockfd < 0 && !degrade_errno(errno))
             return -errno;
-        if (c->lockfd < 0)
+        if (c->lockfd < 0) {
+            c->write_error = errno;
             *writable = 0;
+        }
     }
     if (c->lockfd < 0)
         c->lockfd = openat(c->dirfd, L3CACHE_LOCK_NAME, O_RDONLY | O_CLOEXEC);
     int exclusive = c->lockfd >= 0 && *writable && flock(c->lockfd, LOCK_EX | LOCK_NB) == 0;
     if (*writable) {
         c->logfd = openat(c->dirfd, L3CACHE_LOG_NAME, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC,
-                          0644);
+                          c->file_mode);
         if (c->logfd < 0 && !degrade_errno(errno))
             return -errno;
+        if (c->logfd < 0)
+            c->write_error = errno;
         c->log_writable = c->logfd >= 0;
         *writable = c->log_writable;
     }
@@ -195,6 +220,7 @@ static void follow_compacted_log(struct l3cache *c)
 static void write_cachedir_tag(struct l3cache *c)
 {
     int tfd = openat(c->dirfd, "CACHEDIR.TAG", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    /* (the tag says only what the directory is: readable by all) */
     if (tfd < 0)
         return;
     if (l3cache_write_all(tfd, cachedir_tag, sizeof(cachedir_tag) - 1) != 0)
@@ -219,7 +245,7 @@ int l3cache_open_internal(const struct l3cache_options *opts,
     if (!c)
         return -ENOMEM;
     int r = 0;
-    if (!c->readonly && mkdir(c->dir, 0755) != 0 && errno != EEXIST &&
+    if (!c->readonly && mkdir(c->dir, c->dir_mode) != 0 && errno != EEXIST &&
         errno != EROFS && errno != EACCES && errno != EPERM) {
         r = -errno;
         goto fail;
@@ -249,7 +275,7 @@ int l3cache_open_internal(const struct l3cache_options *opts,
     if (writable)
         write_cachedir_tag(c);
     else if (!c->readonly)
-        stats_write_failure(c);
+        stats_write_failure(c, c->write_error ? c->write_error : EROFS);
     /* The first walk of objects/ (stale temp files, object count, the cap)
      * runs in the background thread so that opening a large cache on a
      * slow filesystem does not wait for it. */
@@ -291,7 +317,14 @@ void l3cache_close(l3cache *c)
         close(c->lockfd);
     if (c->dirfd >= 0)
         close(c->dirfd);
+    while (c->claims) { /* only left when a caller misused the API */
+        struct claim *cl = c->claims;
+        c->claims = cl->next;
+        close(cl->fd);
+        free(cl);
+    }
     free(c->slots);
+    free(c->verified);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->scan_mu);
     pthread_cond_destroy(&c->flight_cv);

@@ -10,7 +10,7 @@
 static void rec_header(uint8_t *out, int type, size_t len)
 {
     l3_wr_u32le(out, L3CACHE_REC_MAGIC);
-    out[4] = 1; /* record version */
+    out[4] = L3CACHE_REC_VERSION;
     out[5] = (uint8_t)type;
     l3_wr_u16le(out + 6, (uint16_t)len);
 }
@@ -28,9 +28,10 @@ size_t l3cache_rec_encode_entry(const struct l3cache_entry *e, uint8_t out[L3CAC
     l3_wr_u64le(out + 24, e->src.size);
     l3_wr_u64le(out + 32, (uint64_t)e->src.mtime_ns);
     l3_wr_u64le(out + 40, (uint64_t)e->src.ctime_ns);
-    memcpy(out + 48, e->key.bytes, 16);
-    l3_wr_u64le(out + 64, e->encoded_size);
-    l3_wr_u64le(out + 72, e->params_id);
+    l3_wr_u64le(out + 48, (uint64_t)e->src.btime_ns);
+    memcpy(out + 56, e->key.bytes, 16);
+    l3_wr_u64le(out + 72, e->encoded_size);
+    l3_wr_u64le(out + 80, e->params_id);
     rec_seal(out, L3CACHE_REC_ENTRY_SIZE);
     return L3CACHE_REC_ENTRY_SIZE;
 }
@@ -50,14 +51,46 @@ size_t l3cache_rec_encode_stats(uint64_t instance_id, const struct l3cache_count
     return L3CACHE_REC_STATS_SIZE;
 }
 
-static void parse_stats(const uint8_t *buf, struct l3cache_counters *c)
+/* The first n counters of a statistics record, in L3CACHE_COUNTERS order;
+ * counters the record does not have stay 0. */
+static void parse_stats(const uint8_t *buf, size_t n, struct l3cache_counters *c)
 {
     const uint8_t *p = buf + 16;
-#define ONE(name, desc)             \
-    c->name = l3_rd_u64le(p);       \
-    p += 8;
+    size_t i = 0;
+    memset(c, 0, sizeof *c);
+#define ONE(name, desc)                     \
+    if (i++ < n) {                          \
+        c->name = l3_rd_u64le(p);           \
+        p += 8;                             \
+    }
     L3CACHE_COUNTERS(ONE)
 #undef ONE
+}
+
+/* The length a record of this version and type must have (0: not valid);
+ * a statistics record of version 2 may hold any number of counters. */
+static int length_ok(int version, int type, size_t len)
+{
+    if (type == L3CACHE_REC_ENTRY)
+        return len == (version == 1 ? L3CACHE_REC_ENTRY_V1_SIZE : L3CACHE_REC_ENTRY_SIZE);
+    if (type != L3CACHE_REC_STATS)
+        return 0;
+    if (version == 1)
+        return len == L3CACHE_REC_STATS_V1_SIZE;
+    return len >= 32 && len <= 24 + 8 * 64 && len % 8 == 0;
+}
+
+static void parse_entry(const uint8_t *buf, struct l3cache_entry *e)
+{
+    e->src.dev = l3_rd_u64le(buf + 8);
+    e->src.ino = l3_rd_u64le(buf + 16);
+    e->src.size = l3_rd_u64le(buf + 24);
+    e->src.mtime_ns = (int64_t)l3_rd_u64le(buf + 32);
+    e->src.ctime_ns = (int64_t)l3_rd_u64le(buf + 40);
+    e->src.btime_ns = (int64_t)l3_rd_u64le(buf + 48);
+    memcpy(e->key.bytes, buf + 56, 16);
+    e->encoded_size = l3_rd_u64le(buf + 72);
+    e->params_id = l3_rd_u64le(buf + 80);
 }
 
 long l3cache_rec_parse(const uint8_t *buf, size_t avail, int *type_ret,
@@ -70,38 +103,24 @@ long l3cache_rec_parse(const uint8_t *buf, size_t avail, int *type_ret,
         return -1;
     if (avail < 8)
         return 0;
-    int type = buf[5];
+    int version = buf[4], type = buf[5];
     size_t len = l3_rd_u16le(buf + 6);
-    size_t want;
-    if (buf[4] != 1)
-        return -1;
-    if (type == L3CACHE_REC_ENTRY)
-        want = L3CACHE_REC_ENTRY_SIZE;
-    else if (type == L3CACHE_REC_STATS)
-        want = L3CACHE_REC_STATS_SIZE;
-    else
-        return -1;
-    if (len != want)
+    if ((version != 1 && version != L3CACHE_REC_VERSION) || !length_ok(version, type, len))
         return -1;
     if (avail < len)
         return 0;
     if (XXH3_64bits(buf, len - 8) != l3_rd_u64le(buf + len - 8))
         return -1;
     *type_ret = type;
-    if (type == L3CACHE_REC_ENTRY && entry_ret) {
-        entry_ret->src.dev = l3_rd_u64le(buf + 8);
-        entry_ret->src.ino = l3_rd_u64le(buf + 16);
-        entry_ret->src.size = l3_rd_u64le(buf + 24);
-        entry_ret->src.mtime_ns = (int64_t)l3_rd_u64le(buf + 32);
-        entry_ret->src.ctime_ns = (int64_t)l3_rd_u64le(buf + 40);
-        memcpy(entry_ret->key.bytes, buf + 48, 16);
-        entry_ret->encoded_size = l3_rd_u64le(buf + 64);
-        entry_ret->params_id = l3_rd_u64le(buf + 72);
-    } else if (type == L3CACHE_REC_STATS) {
+    if (type == L3CACHE_REC_ENTRY && version == 1)
+        *type_ret = 0; /* identity without birth time: skipped */
+    else if (type == L3CACHE_REC_ENTRY && entry_ret)
+        parse_entry(buf, entry_ret);
+    if (type == L3CACHE_REC_STATS) {
         if (instance_ret)
             *instance_ret = l3_rd_u64le(buf + 8);
         if (stats_ret)
-            parse_stats(buf, stats_ret);
+            parse_stats(buf, (len - 24) / 8, stats_ret);
     }
     return (long)len;
 }

@@ -113,8 +113,16 @@ static int collect_one(struct l3cache *c, int sfd, const char *sub, const char *
         return 0;
     }
     struct stat st;
-    if (!is_object_name(name) || fstatat(sfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-        !S_ISREG(st.st_mode))
+    if (!is_object_name(name)) {
+        /* a claim left by a crashed process on another host, or one renamed
+         * aside by a takeover: the waiters stopped trusting it long ago */
+        if (k->sweep_temps && !c->readonly && strstr(name, ".claim") &&
+            fstatat(sfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            k->now - st.st_mtim.tv_sec >= (time_t)c->in.stale_temp_s)
+            unlinkat(sfd, name, 0);
+        return 0;
+    }
+    if (fstatat(sfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
         return 0;
     struct objlist *l = k->list;
     l->bytes += (uint64_t)st.st_size;
@@ -216,9 +224,9 @@ static int verify_one(struct l3cache *c, int sfd, const char *sub, const char *n
     struct stat st;
     int r = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? 0 : 1;
     if (r == 0)
-        r = object_check(c, fd, (uint64_t)st.st_size, 0);
+        r = object_check(c, fd, (uint64_t)st.st_size, L3CACHE_CHECK_HEADER);
     if (r == 0)
-        r = object_check(c, fd, (uint64_t)st.st_size, 1);
+        r = object_check(c, fd, (uint64_t)st.st_size, L3CACHE_CHECK_WHOLE);
     close(fd);
     if (r < 0)
         return 0;

@@ -64,15 +64,21 @@ int l3cache_get_stats(l3cache *c, struct l3cache_stats *s)
     s->object_bytes = c->object_bytes;
     s->max_bytes = c->opts.max_bytes;
     s->writes_disabled = c->writes_disabled;
+    s->write_error = c->writes_disabled ? c->write_error : 0;
     s->index_entries = c->nused;
     pthread_mutex_unlock(&c->mu);
     return 0;
 }
 
-void stats_write_failure(struct l3cache *c)
+void stats_write_failure(struct l3cache *c, int err)
 {
     c->inst.write_failures++;
+    /* a directory another client removed meanwhile (ENOENT, ESTALE) or a
+     * name taken (EEXIST) is not a storage that refuses writes */
+    if (err == ENOENT || err == ESTALE || err == EEXIST || err == EINTR || err == EAGAIN)
+        return;
     c->writes_disabled = 1;
+    c->write_error = err;
     c->disabled_at = time(NULL);
 }
 

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "daemon.h"
 
@@ -63,7 +64,13 @@ void ctl_stat(struct l3fs_daemon *d, struct node *n, struct stat *st)
         st->st_nlink = 2;
         st->st_size = 0;
     } else {
-        st->st_mode = S_IFREG | 0444;
+        /* Under allow_other the counters (encodes, bytes served: activity on
+         * files some users may not see) are for the mount's owner alone. */
+        st->st_mode = S_IFREG | (d->allow_other ? 0400 : 0444);
+        if (d->allow_other) {
+            st->st_uid = geteuid();
+            st->st_gid = getegid();
+        }
         st->st_nlink = 1;
         char *s = ctl_render(d, n->ctl_id);
         st->st_size = s ? (off_t)strlen(s) : 0;

@@ -50,6 +50,8 @@ struct node {
     int kind;
     dev_t dev;
     ino_t ino;
+    int64_t btime_ns;    /* birth time (statx; 0 where the filesystem has none) */
+    int64_t ctime_ns;    /* ctime when the node was made (stands in for btime) */
     int fd;              /* directories: O_PATH descriptor; others -1 */
     char *relpath;       /* path under SOURCE ("" = root): globs and logs */
     int ctl_id;          /* control files: index into ctl.c's table */
@@ -128,6 +130,15 @@ struct l3fs_daemon {
     long held_obj_fds;               /* [atomic] */
     long max_held_obj_fds;           /* [const] */
     int said_writes_disabled;        /* [atomic] the one log line about it */
+    int source_public;               /* [const] SOURCE and its parents let others in */
+    int allow_other;                 /* [const] -o allow_other: ctl files owner-only */
+};
+
+/* A source entry as seen now: its stat and its identity (with birth time,
+ * from statx). */
+struct seen {
+    struct stat st;
+    struct l3cache_source id;
 };
 
 #define COUNT(d, field, v) __atomic_add_fetch(&(d)->c.field, (uint64_t)(v), __ATOMIC_RELAXED)
@@ -144,33 +155,38 @@ uint64_t l3fs_ns_since(const struct timespec *t0);
 struct node *node_of(struct l3fs_daemon *d, fuse_ino_t ino);
 fuse_ino_t node_id(struct l3fs_daemon *d, struct node *n);
 int node_is_static(struct l3fs_daemon *d, struct node *n);
-/* Finds or creates the node of (st, kind) and takes one kernel reference.
- * fd is an O_PATH descriptor of the entry NAME in directory node PARENT, whose
- * fstat() gave st; it is kept by a new directory node and closed otherwise.
- * relpath is PARENT's relpath; the node's own is built from it. NULL on ENOMEM. */
-struct node *node_ref(struct l3fs_daemon *d, int fd, const struct stat *st, int kind,
+/* Finds or creates the node of (sn, kind) and takes one kernel reference.
+ * fd is an O_PATH descriptor of the entry NAME in directory node PARENT, seen
+ * as sn; it is kept by a new directory node and closed otherwise. A node is
+ * reused only for the same file (inode and birth time); the node's relpath
+ * is built from PARENT's. NULL on ENOMEM. */
+struct node *node_ref(struct l3fs_daemon *d, int fd, const struct seen *sn, int kind,
                       struct node *parent, const char *name);
 /* Drops references; a node freed at 0 drops the one it holds on its parent. */
 void node_unref(struct l3fs_daemon *d, struct node *n, uint64_t count);
 /* Takes a node out of the table: the next lookup makes a new node (a new
  * inode for the kernel) while this one keeps serving its open handles. */
 void node_retire(struct l3fs_daemon *d, struct node *n);
-/* stat of the node's source entry; -ENOENT when the name now holds another
- * inode (never silently another file). */
-int node_stat(struct l3fs_daemon *d, struct node *n, struct stat *st);
-/* O_PATH|O_NOFOLLOW descriptor of NAME in dirfd and its fstat(), or -errno. */
-int l3fs_open_entry(int dirfd, const char *name, struct stat *st);
+/* The node's source entry as seen now; -ENOENT when the name now holds
+ * another file (inode or birth time differ: never silently another file). */
+int node_stat(struct l3fs_daemon *d, struct node *n, struct seen *sn);
+/* O_PATH|O_NOFOLLOW descriptor of NAME in dirfd, seen, or -errno. */
+int l3fs_open_entry(int dirfd, const char *name, struct seen *sn);
 /* A new O_PATH descriptor of the node's source entry, checked as in node_stat. */
-int node_open_path(struct l3fs_daemon *d, struct node *n, struct stat *st);
+int node_open_path(struct l3fs_daemon *d, struct node *n, struct seen *sn);
 /* The node's source entry opened for reading (regular files), checked as in
- * node_stat; *st is the fstat() of the returned descriptor. */
-int node_open_rdonly(struct l3fs_daemon *d, struct node *n, struct stat *st);
+ * node_stat; *sn describes the returned descriptor. */
+int node_open_rdonly(struct l3fs_daemon *d, struct node *n, struct seen *sn);
 /* Replaces the object descriptor a node keeps (fd < 0: none); over the cap
  * the descriptor is closed instead (the next open asks the cache again).
  * Caller holds n->lock. */
 void node_keep_obj(struct l3fs_daemon *d, struct node *n, int fd);
+/* In a cache shared between users (--cache-shared): 1 when the file (st)
+ * is not readable by every user (its mode, or a directory above it), so its
+ * object must stay out of the shared cache. Always 0 for a private cache. */
+int node_is_private(struct l3fs_daemon *d, struct node *n, const struct stat *st);
 /* The root and control nodes, and the table (session start and end). */
-void nodes_init(struct l3fs_daemon *d, int root_fd, const struct stat *root_st);
+void nodes_init(struct l3fs_daemon *d, int root_fd, const struct seen *root);
 void nodes_free(struct l3fs_daemon *d);
 
 /* ---- probe.c ---- */
@@ -179,7 +195,7 @@ void nodes_free(struct l3fs_daemon *d);
  * last name (the memo) so the entry is not opened and looked up twice. */
 struct probe_found {
     int fd;                  /* O_PATH descriptor of the entry, or -1 */
-    struct stat st;
+    struct seen sn;
     int known;               /* the cache index knew st's identity ... */
     uint64_t size;           /* ... with this .l3 size */
     struct l3cache_key key;  /* ... and object */

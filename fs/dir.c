@@ -128,9 +128,6 @@ int dirh_open(struct l3fs_daemon *d, struct node *n, struct dirh **dh_ret)
 
 /* ------------------------------------------------------------- entries */
 
-/* readdirplus of entry i: a node and its attributes when they can be had
- * without encoding (a .l3 only when the index knows its size); NULL leaves
- * the entry without attributes, so the kernel looks it up. */
 /* The entry NAME of the listing as it is now: from the probe's memo for a
  * .l3 (qualifies() just opened it and asked the index), else opened and
  * stat()ed here, with the index asked for a .l3. 0 or -1 (entry gone). */
@@ -140,14 +137,11 @@ static int entry_now(struct l3fs_daemon *d, struct dirh *dh, struct probe_ctx *p
     if (kind == NK_L3 && probe_take_memo(pc, name, f))
         return 0;
     memset(f, 0, sizeof *f);
-    f->fd = l3fs_open_entry(dh->fd, name, &f->st);
+    f->fd = l3fs_open_entry(dh->fd, name, &f->sn);
     if (f->fd < 0)
         return -1;
-    if (kind == NK_L3 && S_ISREG(f->st.st_mode)) {
-        struct l3cache_source src;
-        l3cache_source_from_stat(&f->st, &src);
-        f->known = l3cache_index_lookup(d->cache, &src, &f->size, &f->key) == 0;
-    }
+    if (kind == NK_L3 && S_ISREG(f->sn.st.st_mode))
+        f->known = l3cache_index_lookup(d->cache, &f->sn.id, &f->size, &f->key) == 0;
     return 0;
 }
 
@@ -160,16 +154,14 @@ static struct node *plus_node(struct l3fs_daemon *d, struct dirh *dh, struct pro
     struct probe_found f;
     if (entry_now(d, dh, pc, name, kind, &f) < 0)
         return NULL;
-    if (kind == NK_L3 && !(S_ISREG(f.st.st_mode) && f.known)) {
+    if (kind == NK_L3 && !(S_ISREG(f.sn.st.st_mode) && f.known)) {
         close(f.fd); /* readdir never encodes: sizes the index knows only */
         return NULL;
     }
     if (kind == NK_L3)
         COUNT(d, index_hits, 1);
-    struct l3cache_source src;
-    l3cache_source_from_stat(&f.st, &src);
-    struct node *n = node_ref(d, f.fd, &f.st, kind, dh->dir, name);
-    if (n && kind == NK_L3 && l3_describe_indexed(d, n, &src, f.size, &f.key, &f.st)) {
+    struct node *n = node_ref(d, f.fd, &f.sn, kind, dh->dir, name);
+    if (n && kind == NK_L3 && l3_describe_indexed(d, n, &f.sn.id, f.size, &f.key, &f.sn.st)) {
         /* open handles keep that version: no entry here, the kernel looks
          * the name up (a new node) */
         node_unref(d, n, 1);
@@ -177,7 +169,7 @@ static struct node *plus_node(struct l3fs_daemon *d, struct dirh *dh, struct pro
     }
     if (n) {
         e->ino = node_id(d, n);
-        e->attr = f.st;
+        e->attr = f.sn.st;
         e->attr_timeout = e->entry_timeout =
             kind == NK_L3 ? d->opts->timeout : d->opts->dir_timeout;
     }

@@ -76,7 +76,7 @@ static void count_encode(struct l3fs_daemon *d, uint64_t ns)
 
 /* A cache that cannot store objects (disk full, read-only directory) hands
  * out unlinked in-memory copies and keeps counting write_failures; say so
- * once per daemon. Checked on misses only, with one fstat. */
+ * once per daemon, with the reason. Checked on misses only, with one fstat. */
 static void note_cache_writes(struct l3fs_daemon *d, int obj_fd)
 {
     struct stat st;
@@ -85,9 +85,18 @@ static void note_cache_writes(struct l3fs_daemon *d, int obj_fd)
         st.st_nlink != 0 || l3cache_get_stats(d->cache, &cs) < 0 || !cs.writes_disabled)
         return;
     if (!__atomic_exchange_n(&d->said_writes_disabled, 1, __ATOMIC_ACQ_REL))
-        LOG_W("cache %s: cannot store objects (write failures: %" PRIu64
-              "; disk full or read-only?): cache writes disabled, encodes served from memory",
-              d->opts->cache_dir, cs.instance.write_failures);
+        LOG_W("cache %s: cannot store objects (%s; write failures: %" PRIu64
+              "): cache writes disabled for a while, encodes served from memory",
+              d->opts->cache_dir, strerror(cs.write_error ? cs.write_error : EIO),
+              cs.instance.write_failures);
+}
+
+/* An object the cache found corrupt (and removed) while serving n. */
+static void note_repaired(struct node *n, int repaired)
+{
+    if (repaired)
+        LOG_W("cache object of %s failed its payload checksum: removed, encoded again",
+              n->relpath);
 }
 
 /* The node now describes object `key` of `size` bytes for source version
@@ -107,35 +116,49 @@ static void adopt(struct l3fs_daemon *d, struct node *n, const struct l3cache_so
 
 /* ------------------------------------------------------------ encoding */
 
+/* l3cache_get of the node's source, in an encode slot: a source rewritten
+ * while it was read is read again (a few times; then EIO, as for a torn
+ * source). *sn is the version the object is of. */
+static int get_source(struct l3fs_daemon *d, struct node *n, struct seen *sn,
+                      struct l3cache_object *obj, int *l3st, uint64_t *ns)
+{
+    int r = -EAGAIN;
+    for (int attempt = 0; r == -EAGAIN && attempt < 3; attempt++) {
+        int fd = node_open_rdonly(d, n, sn);
+        if (fd < 0)
+            return fd;
+        int known_bad = bad_find(d, &sn->id);
+        if (known_bad) {
+            close(fd);
+            return known_bad;
+        }
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        while (sem_wait(&d->encode_slots) < 0 && errno == EINTR)
+            ;
+        r = l3cache_get(d->cache, fd, &sn->id, node_is_private(d, n, &sn->st) ? L3CACHE_GET_PRIVATE : 0,
+                        obj, l3st);
+        sem_post(&d->encode_slots);
+        *ns = l3fs_ns_since(&t0);
+        close(fd);
+        note_repaired(n, obj->repaired);
+    }
+    return r == -EAGAIN ? -EIO : r;
+}
+
 /* Encodes the node's source now (caller holds n->lock). */
 static int encode_locked(struct l3fs_daemon *d, struct node *n)
 {
-    struct stat st;
-    int fd = node_open_rdonly(d, n, &st);
-    if (fd < 0)
-        return fd;
-    struct l3cache_source src;
-    l3cache_source_from_stat(&st, &src);
-    int known_bad = bad_find(d, &src);
-    if (known_bad) {
-        close(fd);
-        return known_bad;
-    }
+    struct seen sn;
     struct l3cache_object obj;
     int l3st = 0;
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (sem_wait(&d->encode_slots) < 0 && errno == EINTR)
-        ;
-    int r = l3cache_get(d->cache, fd, &st, &obj, &l3st);
-    sem_post(&d->encode_slots);
-    uint64_t ns = l3fs_ns_since(&t0);
-    close(fd);
+    uint64_t ns = 0;
+    int r = get_source(d, n, &sn, &obj, &l3st, &ns);
     if (r == -EIO) {
-        bad_add(d, &src, -EIO);
+        bad_add(d, &sn.id, -EIO);
         COUNT(d, encode_errors, 1);
         LOG_E("cannot encode %s: %s", n->relpath[0] ? n->relpath : ".",
-              l3st ? l3_strerror(l3st) : "invalid PNG");
+              l3st ? l3_strerror(l3st) : "invalid PNG, or rewritten while it was read");
         return -EIO;
     }
     if (r < 0) {
@@ -147,7 +170,7 @@ static int encode_locked(struct l3fs_daemon *d, struct node *n)
         LOG_D("encoded %s: %" PRIu64 " bytes in %.1f ms", n->relpath, obj.size, ns / 1e6);
         note_cache_writes(d, obj.fd);
     }
-    adopt(d, n, &src, obj.size, &obj.key);
+    adopt(d, n, &sn.id, obj.size, &obj.key);
     node_keep_obj(d, n, obj.fd);
     n->fresh = !obj.hit && n->obj_fd >= 0;
     return 0;
@@ -210,8 +233,9 @@ static int describe_locked(struct l3fs_daemon *d, struct node *n, const struct l
 
 int l3_refresh(struct l3fs_daemon *d, struct node *n, struct stat *st_ret)
 {
-    struct stat st;
-    int sr = node_stat(d, n, &st);
+    struct seen sn;
+    int sr = node_stat(d, n, &sn);
+    struct stat st = sn.st;
     struct l3cache_source src;
     pthread_mutex_lock(&n->lock);
     if (sr < 0) {
@@ -225,7 +249,7 @@ int l3_refresh(struct l3fs_daemon *d, struct node *n, struct stat *st_ret)
         n->mode = st.st_mode;
         n->uid = st.st_uid;
         n->gid = st.st_gid;
-        l3cache_source_from_stat(&st, &src);
+        src = sn.id;
     }
     int r = 0;
     if (deferred(n, &src, &st))
@@ -266,46 +290,74 @@ int l3_held_by_readers(struct node *n, const struct l3cache_source *src)
 
 /* ------------------------------------------------------------- opening */
 
-/* Asks the cache again for the object n describes: the source must still be
- * the version n describes and the object the one described (else the kept
- * snapshot descriptor serves, or EIO). Caller holds n->lock. */
-static int object_again_locked(struct l3fs_daemon *d, struct node *n, int *fd_ret, int *miss_ret)
+/* A descriptor n keeps (a fresh encode, or the snapshot open handles keep),
+ * checked before it is handed out again; a corrupt one is dropped. Caller
+ * holds n->lock. */
+static int kept_object_locked(struct l3fs_daemon *d, struct node *n, int *fd_ret)
 {
-    struct stat st;
-    struct l3cache_object obj;
-    int got = 0;
-    int fd = node_open_rdonly(d, n, &st);
-    if (fd >= 0) {
-        struct l3cache_source src;
-        l3cache_source_from_stat(&st, &src);
-        if (l3cache_source_eq(&src, &n->src)) {
-            struct timespec t0;
-            clock_gettime(CLOCK_MONOTONIC, &t0);
-            int g = l3cache_get(d->cache, fd, &st, &obj, NULL);
-            if (g == 0 && obj.size == n->size && key_eq(&obj.key, &n->key)) {
-                got = 1;
-                if (!obj.hit) { /* evicted since: encoded again */
-                    *miss_ret = 1;
-                    count_encode(d, l3fs_ns_since(&t0));
-                }
-            } else if (g == 0) {
-                close(obj.fd);
-            }
-        }
-        close(fd);
+    int r = l3cache_check_fd(d->cache, &n->key, n->obj_fd);
+    if (r < 0) {
+        note_repaired(n, r == -EBADMSG);
+        node_keep_obj(d, n, -1);
+        n->fresh = 0;
+        return r;
     }
-    if (got) {
-        *fd_ret = obj.fd;
-        if (n->obj_fd < 0)
-            node_keep_obj(d, n, dup(obj.fd));
-        return 0;
-    }
-    if (n->obj_fd < 0)
-        return -EIO; /* neither the described object nor a snapshot */
-    /* the source changed after the kernel was told its size: keep serving
-     * that snapshot until the next LOOKUP/GETATTR */
     *fd_ret = dup(n->obj_fd);
     return *fd_ret < 0 ? -errno : 0;
+}
+
+/* Through the cache while the source is still the version n describes
+ * (encoded again when its object was evicted or found corrupt). */
+static int object_from_source_locked(struct l3fs_daemon *d, struct node *n, int *fd_ret,
+                                     int *miss_ret)
+{
+    struct seen sn;
+    int fd = node_open_rdonly(d, n, &sn);
+    if (fd < 0)
+        return -EIO; /* the described version is gone */
+    int same = l3cache_source_eq(&sn.id, &n->src);
+    close(fd);
+    if (!same)
+        return -EIO;
+    struct l3cache_object obj;
+    int l3st = 0;
+    uint64_t ns = 0;
+    int r = get_source(d, n, &sn, &obj, &l3st, &ns);
+    if (r < 0)
+        return r;
+    if (obj.size != n->size || !key_eq(&obj.key, &n->key)) {
+        close(obj.fd);
+        return -EIO;
+    }
+    if (!obj.hit) {
+        *miss_ret = 1;
+        count_encode(d, ns);
+    }
+    *fd_ret = obj.fd;
+    return 0;
+}
+
+/* The object n describes, again: by its key (no source needed, so an old
+ * version stays servable after its source changed), else from the source
+ * while it is that version, else the snapshot n keeps. Caller holds n->lock. */
+static int object_again_locked(struct l3fs_daemon *d, struct node *n, int *fd_ret, int *miss_ret)
+{
+    struct l3cache_object obj;
+    int r = l3cache_open_key(d->cache, &n->key, &obj);
+    note_repaired(n, obj.repaired);
+    if (r == 0 && obj.size != n->size) {
+        close(obj.fd);
+        r = -EIO;
+    }
+    if (r == 0)
+        *fd_ret = obj.fd;
+    else
+        r = object_from_source_locked(d, n, fd_ret, miss_ret);
+    if (r < 0 && n->obj_fd >= 0)
+        r = kept_object_locked(d, n, fd_ret);
+    if (r == 0 && n->obj_fd < 0) /* a snapshot while handles are open */
+        node_keep_obj(d, n, dup(*fd_ret));
+    return r;
 }
 
 int l3_open(struct l3fs_daemon *d, struct node *n, int *fd_ret, uint64_t *size_ret,
@@ -324,12 +376,9 @@ int l3_open(struct l3fs_daemon *d, struct node *n, int *fd_ret, uint64_t *size_r
         if (r == 0 && !n->have)
             r = -EIO;
     }
-    if (r == 0 && n->fresh && n->obj_fd >= 0) {
-        *fd_ret = dup(n->obj_fd); /* the encode this lookup ran */
-        n->fresh = 0;
+    if (r == 0 && n->fresh && n->obj_fd >= 0 && kept_object_locked(d, n, fd_ret) == 0) {
+        n->fresh = 0; /* the encode this lookup ran */
         *miss_ret = 1;
-        if (*fd_ret < 0)
-            r = -errno;
     } else if (r == 0) {
         r = object_again_locked(d, n, fd_ret, miss_ret);
     }

@@ -50,6 +50,8 @@ struct l3fs_options {
     int no_watch;          /* --no-watch: no inotify, timeouts only */
     int keep_names;        /* --keep-names: x.png shows the L3 bytes (no x.l3 names) */
     char *log_file;        /* --log-file FILE (absolute), NULL: stderr / syslog */
+    int no_verify;         /* --no-verify: cache objects checked by header only */
+    int cache_shared;      /* --cache-shared: a cache directory for several users */
     int foreground;        /* -f */
     int debug;             /* -d (libfuse request tracing, implies -f) */
     int singlethread;      /* -s */

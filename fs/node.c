@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,9 +178,10 @@ static struct node *node_found_locked(struct l3fs_daemon *d, struct node *n,
     return drop;
 }
 
-static struct node *node_new(int fd, const struct stat *st, int kind, struct node *parent,
+static struct node *node_new(int fd, const struct seen *sn, int kind, struct node *parent,
                              const char *name)
 {
+    const struct stat *st = &sn->st;
     int isdir = kind == NK_SRC && S_ISDIR(st->st_mode);
     struct node *n = calloc(1, sizeof *n);
     char *rp = join_rel(parent->relpath, name);
@@ -193,6 +195,8 @@ static struct node *node_new(int fd, const struct stat *st, int kind, struct nod
     n->kind = kind;
     n->dev = st->st_dev;
     n->ino = st->st_ino;
+    n->btime_ns = sn->id.btime_ns;
+    n->ctime_ns = sn->id.ctime_ns;
     n->fd = isdir ? fd : -1;
     if (!isdir) {
         n->parent = parent;
@@ -209,17 +213,32 @@ static struct node *node_new(int fd, const struct stat *st, int kind, struct nod
     return n;
 }
 
-struct node *node_ref(struct l3fs_daemon *d, int fd, const struct stat *st, int kind,
+/* Whether node n (same dev and inode number as sn) is the file sn describes
+ * and not another one that reuses a deleted file's inode number: the birth
+ * time says so where the filesystem keeps one; without it, a node is only
+ * taken for a file found under another name when its ctime is unchanged
+ * (a rename moves ctime, so a renamed file simply gets a new node). */
+static int same_file(const struct node *n, const struct seen *sn, int other_name)
+{
+    if ((n->mode ^ sn->st.st_mode) & S_IFMT)
+        return 0;
+    if (n->btime_ns && sn->id.btime_ns)
+        return n->btime_ns == sn->id.btime_ns;
+    return !other_name || n->ctime_ns == sn->id.ctime_ns;
+}
+
+struct node *node_ref(struct l3fs_daemon *d, int fd, const struct seen *sn, int kind,
                       struct node *parent, const char *name)
 {
     pthread_mutex_lock(&d->table_lock);
     if (d->count >= d->nbuckets)
         table_grow(d);
-    struct node *n = table_find(d, st, kind);
-    if (n && ((n->mode ^ st->st_mode) & S_IFMT)) {
+    struct node *n = table_find(d, &sn->st, kind);
+    if (n && !same_file(n, sn, n->parent && (n->parent != parent || strcmp(n->name, name)))) {
         /* Nodes of files hold no descriptor, so the source filesystem may
          * reuse the inode number of a deleted one while the kernel still
-         * knows it: an entry of another type gets a node of its own. */
+         * knows it: another file gets a node (a kernel inode) of its own,
+         * and the old node keeps answering for the old file only. */
         retire_locked(d, n);
         n = NULL;
     }
@@ -231,7 +250,7 @@ struct node *node_ref(struct l3fs_daemon *d, int fd, const struct stat *st, int 
             node_unref(d, drop, 1);
         return n;
     }
-    n = node_new(fd, st, kind, parent, name);
+    n = node_new(fd, sn, kind, parent, name);
     if (!n) {
         pthread_mutex_unlock(&d->table_lock);
         close(fd);
@@ -303,71 +322,79 @@ static void loc_put(struct l3fs_daemon *d, struct loc *l)
     node_unref(d, l->parent, 1);
 }
 
-static int same_inode(const struct node *n, const struct stat *st)
+/* The entry found is the node's file: same inode, same birth time. */
+static int same_inode(const struct node *n, const struct seen *sn)
 {
-    return st->st_dev == n->dev && st->st_ino == n->ino;
+    if (sn->st.st_dev != n->dev || sn->st.st_ino != n->ino)
+        return 0;
+    return !(n->btime_ns && sn->id.btime_ns && n->btime_ns != sn->id.btime_ns);
 }
 
-int node_stat(struct l3fs_daemon *d, struct node *n, struct stat *st)
+static int identify(int dirfd, const char *name, int flags, struct seen *sn)
+{
+    return l3cache_identify(dirfd, name, flags, &sn->st, &sn->id);
+}
+
+int node_stat(struct l3fs_daemon *d, struct node *n, struct seen *sn)
 {
     if (n->fd >= 0)
-        return fstat(n->fd, st) < 0 ? -errno : 0;
+        return identify(n->fd, "", AT_EMPTY_PATH, sn);
     struct loc l;
     loc_get(d, n, &l);
-    int r = fstatat(l.parent->fd, l.name, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+    int r = identify(l.parent->fd, l.name, AT_SYMLINK_NOFOLLOW, sn);
     loc_put(d, &l);
-    if (r == 0 && !same_inode(n, st))
+    if (r == 0 && !same_inode(n, sn))
         r = -ENOENT;
     return r;
 }
 
-/* fd (or -1 with errno) with its fstat(): fd, or -errno (fd closed). */
-static int with_stat(int fd, struct stat *st)
+/* fd (or -1 with errno) with its identity: fd, or -errno (fd closed). */
+static int with_identity(int fd, struct seen *sn)
 {
     if (fd < 0)
         return -errno;
-    if (fstat(fd, st) < 0) {
-        int e = -errno;
+    int r = identify(fd, "", AT_EMPTY_PATH, sn);
+    if (r < 0) {
         close(fd);
-        return e;
+        return r;
     }
     return fd;
 }
 
-int l3fs_open_entry(int dirfd, const char *name, struct stat *st)
+int l3fs_open_entry(int dirfd, const char *name, struct seen *sn)
 {
-    return with_stat(openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC), st);
+    return with_identity(openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC), sn);
 }
 
-int node_open_path(struct l3fs_daemon *d, struct node *n, struct stat *st)
+int node_open_path(struct l3fs_daemon *d, struct node *n, struct seen *sn)
 {
     int fd;
     if (n->fd >= 0) {
-        fd = with_stat(fcntl(n->fd, F_DUPFD_CLOEXEC, 0), st);
+        fd = with_identity(fcntl(n->fd, F_DUPFD_CLOEXEC, 0), sn);
     } else {
         struct loc l;
         loc_get(d, n, &l);
-        fd = l3fs_open_entry(l.parent->fd, l.name, st);
+        fd = l3fs_open_entry(l.parent->fd, l.name, sn);
         loc_put(d, &l);
     }
     if (fd < 0)
         return fd;
-    if (!same_inode(n, st)) {
+    if (!same_inode(n, sn)) {
         close(fd);
         return -ENOENT;
     }
     return fd;
 }
 
-int node_open_rdonly(struct l3fs_daemon *d, struct node *n, struct stat *st)
+int node_open_rdonly(struct l3fs_daemon *d, struct node *n, struct seen *sn)
 {
-    int pfd = node_open_path(d, n, st);
+    int pfd = node_open_path(d, n, sn);
     if (pfd < 0)
         return pfd;
     /* the O_PATH descriptor reopened: the inode just checked, no second lookup */
     char p[64];
     snprintf(p, sizeof p, "/proc/self/fd/%d", pfd);
-    int fd = with_stat(open(p, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), st);
+    int fd = with_identity(open(p, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), sn);
     close(pfd);
     return fd;
 }
@@ -389,6 +416,31 @@ void node_keep_obj(struct l3fs_daemon *d, struct node *n, int fd)
     n->obj_fd = fd;
 }
 
+/* ------------------------------------------------------- who may read */
+
+int node_is_private(struct l3fs_daemon *d, struct node *n, const struct stat *st)
+{
+    if (!d->opts->cache_shared)
+        return 0; /* a private cache is private anyway */
+    if (!(st->st_mode & S_IROTH) || !d->source_public)
+        return 1;
+    /* every directory between SOURCE and the file must let others through
+     * (only a permission question: the entry itself is never opened by this
+     * path) */
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s", n->relpath);
+    for (char *slash = strchr(path, '/'); slash; slash = strchr(slash + 1, '/')) {
+        *slash = '\0';
+        struct stat ds;
+        int ok = fstatat(d->root.fd, path, &ds, AT_SYMLINK_NOFOLLOW) == 0 &&
+                 S_ISDIR(ds.st_mode) && (ds.st_mode & S_IXOTH);
+        *slash = '/';
+        if (!ok)
+            return 1;
+    }
+    return 0;
+}
+
 /* --------------------------------------------------------- start, end */
 
 static void static_node(struct node *n, int kind, const char *relpath)
@@ -401,12 +453,15 @@ static void static_node(struct node *n, int kind, const char *relpath)
     pthread_mutex_init(&n->lock, NULL);
 }
 
-void nodes_init(struct l3fs_daemon *d, int root_fd, const struct stat *root_st)
+void nodes_init(struct l3fs_daemon *d, int root_fd, const struct seen *root)
 {
+    const struct stat *root_st = &root->st;
     static_node(&d->root, NK_SRC, "");
     d->root.fd = root_fd;
     d->root.dev = root_st->st_dev;
     d->root.ino = root_st->st_ino;
+    d->root.btime_ns = root->id.btime_ns;
+    d->root.ctime_ns = root->id.ctime_ns;
     d->root.mode = S_IFDIR;
     d->root.nlookup = 1;
     static_node(&d->ctl_dir, NK_CTL_DIR, L3FS_CTL_DIR);

@@ -77,18 +77,18 @@ static int lookup_source_name(struct l3fs_daemon *d, struct node *p, const char 
     return NK_SRC;
 }
 
-/* The node of source entry srcname in p (a reference taken); *st its stat. */
+/* The node of source entry srcname in p (a reference taken), as seen now. */
 static int lookup_node(struct l3fs_daemon *d, struct node *p, const char *srcname, int kind,
-                       struct stat *st, struct node **n_ret)
+                       struct seen *sn, struct node **n_ret)
 {
-    int fd = l3fs_open_entry(p->fd, srcname, st);
+    int fd = l3fs_open_entry(p->fd, srcname, sn);
     if (fd < 0)
         return fd;
-    if (kind == NK_L3 && !S_ISREG(st->st_mode)) { /* replaced meanwhile */
+    if (kind == NK_L3 && !S_ISREG(sn->st.st_mode)) { /* replaced meanwhile */
         close(fd);
         return -ENOENT;
     }
-    *n_ret = node_ref(d, fd, st, kind, p, srcname);
+    *n_ret = node_ref(d, fd, sn, kind, p, srcname);
     return *n_ret ? 0 : -ENOMEM;
 }
 
@@ -109,19 +109,18 @@ static int do_lookup(struct l3fs_daemon *d, struct node *p, const char *name,
     int kind = lookup_source_name(d, p, name, srcbuf, &srcname);
     if (kind < 0)
         return kind;
-    struct stat st;
+    struct seen sn;
     struct node *n;
-    if ((r = lookup_node(d, p, srcname, kind, &st, &n)) < 0)
+    if ((r = lookup_node(d, p, srcname, kind, &sn, &n)) < 0)
         return r;
+    struct stat st = sn.st;
     if (kind == NK_L3) {
         /* The source changed while the node's version is open: that node
          * stays with its readers; this name gets a node for the new version. */
-        struct l3cache_source src;
-        l3cache_source_from_stat(&st, &src);
-        if (l3_held_by_readers(n, &src)) {
+        if (l3_held_by_readers(n, &sn.id)) {
             node_retire(d, n);
             node_unref(d, n, 1);
-            if ((r = lookup_node(d, p, srcname, kind, &st, &n)) < 0)
+            if ((r = lookup_node(d, p, srcname, kind, &sn, &n)) < 0)
                 return r;
         }
         if ((r = l3_refresh(d, n, &st)) < 0) {
@@ -174,7 +173,10 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         fuse_reply_attr(req, &st, 0);
         return;
     }
-    int r = n->kind == NK_L3 ? l3_refresh(d, n, &st) : node_stat(d, n, &st);
+    struct seen sn;
+    int r = n->kind == NK_L3 ? l3_refresh(d, n, &st) : node_stat(d, n, &sn);
+    if (n->kind != NK_L3)
+        st = sn.st;
     if (r < 0)
         fuse_reply_err(req, -r);
     else
@@ -190,8 +192,8 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
         return;
     }
     char buf[PATH_MAX + 1];
-    struct stat st;
-    int fd = node_open_path(d, n, &st);
+    struct seen sn;
+    int fd = node_open_path(d, n, &sn);
     if (fd < 0) {
         fuse_reply_err(req, -fd);
         return;
@@ -227,8 +229,8 @@ static int open_src(struct l3fs_daemon *d, struct node *n, struct fh *h)
 {
     if (!S_ISREG(n->mode))
         return S_ISDIR(n->mode) ? -EISDIR : -EACCES;
-    struct stat st;
-    h->fd = node_open_rdonly(d, n, &st);
+    struct seen sn;
+    h->fd = node_open_rdonly(d, n, &sn);
     return h->fd < 0 ? h->fd : 0;
 }
 

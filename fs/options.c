@@ -61,6 +61,13 @@ void l3fs_usage(const char *prog, int full)
             "  --keep-names          show an encoded PNG under its own name (x.png holds L3\n"
             "                        bytes) instead of x.l3, for loaders with *.png globs;\n"
             "                        tools that trust the extension then misread it\n"
+            "  --no-verify           serve cache objects after a header check only (for\n"
+            "                        storage that checks itself); default: the payload\n"
+            "                        checksum whenever an object is new, changed or was\n"
+            "                        out of the page cache\n"
+            "  --cache-shared        the cache directory is shared between users: made\n"
+            "                        0755, objects 0644, files not readable by everyone\n"
+            "                        kept out of it (default: private, 0700)\n"
             "  --fsync none|object|all  cache durability policy (default object)\n"
             "  --log-level LEVEL     error, warn, info, debug (default warn)\n"
             "  --log-file FILE       append log lines to FILE (in the foreground too)\n"
@@ -212,6 +219,14 @@ static int apply(struct l3fs_options *o, const char *name, const char *v)
         o->keep_names = 1;
         return 0;
     }
+    if (strcmp(name, "no-verify") == 0) {
+        o->no_verify = 1;
+        return 0;
+    }
+    if (strcmp(name, "cache-shared") == 0) {
+        o->cache_shared = 1;
+        return 0;
+    }
     if (!is_valued(name))
         return 1;
     if (!v) {
@@ -307,7 +322,7 @@ static const char *const fuse_known[] = {
     "nolazytime", "relatime", "norelatime", "strictatime", "nostrictatime", NULL};
 
 /* l3fs's own -o names (as written in -o: '_' for '-'), for suggestions. */
-static const char *const l3fs_flags[] = {"syslog", "no_watch", "keep_names", NULL};
+static const char *const l3fs_flags[] = {"syslog", "no_watch", "keep_names", "no_verify", "cache_shared", NULL};
 
 static int fuse_opt_known(const char *item)
 {

@@ -53,18 +53,16 @@ static int probe_qualifies(void *vctx, const char *name)
     if (l3fs_excluded(o->excludes, o->n_excludes, c->reldir, name))
         return 0;
     struct probe_found f;
-    int pfd = f.fd = l3fs_open_entry(c->dirfd, name, &f.st);
+    int pfd = f.fd = l3fs_open_entry(c->dirfd, name, &f.sn);
     if (pfd < 0)
         return 0;
-    if (!S_ISREG(f.st.st_mode)) {
+    if (!S_ISREG(f.sn.st.st_mode)) {
         close(pfd);
         return 0;
     }
     f.size = 0;
     memset(&f.key, 0, sizeof f.key);
-    struct l3cache_source src;
-    l3cache_source_from_stat(&f.st, &src);
-    f.known = c->d->cache && l3cache_index_lookup(c->d->cache, &src, &f.size, &f.key) == 0;
+    f.known = c->d->cache && l3cache_index_lookup(c->d->cache, &f.sn.id, &f.size, &f.key) == 0;
     int known = f.known;
     if (c->memo && strlen(name) < sizeof c->memo_name)
         remember(c, name, &f);

@@ -44,11 +44,38 @@ static void raise_fd_limit(struct l3fs_daemon *d)
           (unsigned long long)rl.rlim_cur, d->max_held_obj_fds);
 }
 
+/* 1 when SOURCE and every directory above it let other users through. */
+static int source_public(const char *source)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s", source);
+    for (;;) {
+        struct stat st;
+        if (stat(path, &st) != 0 || !(st.st_mode & S_IXOTH))
+            return 0;
+        char *slash = strrchr(path, '/');
+        if (!slash || slash == path)
+            return stat("/", &st) == 0 && (st.st_mode & S_IXOTH);
+        *slash = '\0';
+    }
+}
+
+/* -o allow_other among the FUSE options. */
+static int has_allow_other(const char *fuse_opts)
+{
+    for (const char *p = fuse_opts; p && (p = strstr(p, "allow_other")); p++)
+        if ((p == fuse_opts || p[-1] == ',') && (p[11] == ',' || p[11] == '\0'))
+            return 1;
+    return 0;
+}
+
 static int open_source_root(struct l3fs_daemon *d)
 {
+    d->source_public = source_public(d->opts->source);
+    d->allow_other = has_allow_other(d->opts->fuse_opts);
     int rfd = open(d->opts->source, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    struct stat rst;
-    if (rfd < 0 || fstat(rfd, &rst) < 0) {
+    struct seen rst;
+    if (rfd < 0 || l3cache_identify(rfd, "", AT_EMPTY_PATH, &rst.st, &rst.id) < 0) {
         LOG_E("cannot open source %s: %s", d->opts->source, strerror(errno));
         if (rfd >= 0)
             close(rfd);
@@ -69,6 +96,10 @@ static int open_cache(struct l3fs_daemon *d)
     co.encode.effort = opts->effort;
     co.encode.limits.max_pixels = opts->max_pixels;
     co.encode.limits.max_memory = (size_t)opts->max_memory;
+    if (opts->no_verify)
+        co.flags |= L3CACHE_TRUST_STORAGE;
+    if (opts->cache_shared)
+        co.flags |= L3CACHE_SHARED;
     if (opts->cache_size) {
         int r = l3cache_parse_size(opts->cache_size, opts->cache_dir, &co.max_bytes);
         if (r < 0) {

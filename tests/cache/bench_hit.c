@@ -49,7 +49,7 @@ int main(int argc, char **argv)
     struct stat st;
     fstat(sfd, &st);
     struct l3cache_object obj;
-    if (l3cache_get(c, sfd, &st, &obj, NULL) != 0)
+    if (get_fd(c, sfd, &obj, NULL) != 0)
         return 1;
     close(obj.fd);
     char rel[64];
@@ -61,7 +61,7 @@ int main(int argc, char **argv)
     for (int rep = 0; rep < 3; rep++) {
         double t0 = now();
         for (int i = 0; i < N; i++) {
-            l3cache_get(c, sfd, &st, &obj, NULL);
+            get_fd(c, sfd, &obj, NULL);
             sink += pread(obj.fd, buf, obj.size, 0);
             close(obj.fd);
         }
@@ -75,7 +75,7 @@ int main(int argc, char **argv)
         }
         double t2 = now();
         for (int i = 0; i < N; i++) {
-            l3cache_get(c, sfd, &st, &obj, NULL);
+            get_fd(c, sfd, &obj, NULL);
             close(obj.fd);
         }
         double t3 = now();

@@ -55,7 +55,7 @@ static void *worker(void *arg)
             break;
         }
         struct l3cache_object obj;
-        int r = l3cache_get(cache, fd, &st, &obj, NULL);
+        int r = get_fd(cache, fd, &obj, NULL);
         close(fd);
         if (r < 0) {
             fprintf(stderr, "hammer: get %s: %s\n", f->path, strerror(-r));

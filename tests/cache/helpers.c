@@ -46,7 +46,7 @@ int fake_encode(void *ctx, const void *png, size_t png_size,
     return 0;
 }
 
-int fake_check(void *ctx, const void *data, size_t size, uint64_t total, int full,
+int fake_check(void *ctx, const void *data, size_t size, uint64_t total, int level,
                size_t *needed_ret)
 {
     (void)ctx;
@@ -64,7 +64,8 @@ int fake_check(void *ctx, const void *data, size_t size, uint64_t total, int ful
         return L3_ERR_HEADER_CHECKSUM;
     if (l3_rd_u64le(p + 8) + FAKE_HDR != total)
         return L3_ERR_TRUNCATED;
-    if (full && XXH3_64bits(p + FAKE_HDR, size - FAKE_HDR) != l3_rd_u64le(p + 24))
+    if (level != L3CACHE_CHECK_HEADER &&
+        XXH3_64bits(p + FAKE_HDR, size - FAKE_HDR) != l3_rd_u64le(p + 24))
         return L3_ERR_PAYLOAD_CHECKSUM;
     return 0;
 }
@@ -163,4 +164,13 @@ int fake_expected(const char *path, uint8_t **buf_ret, size_t *size_ret)
     *buf_ret = out;
     *size_ret = out_size;
     return 0;
+}
+
+int get_fd(l3cache *c, int fd, struct l3cache_object *obj, int *l3_status_ret)
+{
+    struct l3cache_source src;
+    int r = l3cache_identify(fd, "", AT_EMPTY_PATH, NULL, &src);
+    if (r < 0)
+        return r;
+    return l3cache_get(c, fd, &src, 0, obj, l3_status_ret);
 }

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #include <png.h>
+#include <xxhash.h>
 
 #include "helpers.h"
 
@@ -104,7 +106,7 @@ static int get_file(l3cache *c, const char *name, struct l3cache_object *obj, in
     cr_assert_geq(fd, 0, "open %s", p);
     struct stat st;
     cr_assert_eq(fstat(fd, &st), 0);
-    int r = l3cache_get(c, fd, &st, obj, l3s);
+    int r = get_fd(c, fd, obj, l3s);
     close(fd);
     return r;
 }
@@ -140,10 +142,8 @@ static struct l3cache_source source_of(const char *name)
 {
     char p[512];
     src_path(p, sizeof(p), name);
-    struct stat st;
-    cr_assert_eq(stat(p, &st), 0);
     struct l3cache_source s;
-    l3cache_source_from_stat(&st, &s);
+    cr_assert_eq(l3cache_identify(AT_FDCWD, p, 0, NULL, &s), 0);
     return s;
 }
 
@@ -558,8 +558,11 @@ Test(cache, bad_arguments)
     c = open_fake(cachedir, 0, NULL);
     struct stat st = {0};
     struct l3cache_object obj;
-    cr_assert_eq(l3cache_get(c, -1, &st, &obj, NULL), -EINVAL);
-    cr_assert_eq(l3cache_get(NULL, 0, &st, &obj, NULL), -EINVAL);
+    struct l3cache_source src;
+    l3cache_source_from_stat(&st, &src);
+    cr_assert_eq(l3cache_get(c, -1, &src, 0, &obj, NULL), -EINVAL);
+    cr_assert_eq(l3cache_get(NULL, 0, &src, 0, &obj, NULL), -EINVAL);
+    cr_assert_eq(l3cache_get(c, 0, NULL, 0, &obj, NULL), -EINVAL);
     cr_assert_eq(l3cache_index_lookup(c, NULL, NULL, NULL), -EINVAL);
     l3cache_close(c);
     l3cache_close(NULL);
@@ -829,7 +832,7 @@ Test(cache, concurrent_openers_while_one_compacts)
                     struct l3cache_object obj;
                     uint8_t *want, *got;
                     size_t want_size;
-                    if (l3cache_get(kc, sfd, &st, &obj, NULL) != 0 ||
+                    if (get_fd(kc, sfd, &obj, NULL) != 0 ||
                         fake_expected(p, &want, &want_size) != 0) {
                         bad = 1;
                         close(sfd);
@@ -1420,7 +1423,7 @@ Test(cache, real_codec_corpus, .timeout = 240)
                     cr_assert_eq(fstat(fd, &st), 0);
                     struct l3cache_object obj;
                     int l3s = 0;
-                    int r = l3cache_get(c, fd, &st, &obj, &l3s);
+                    int r = get_fd(c, fd, &obj, &l3s);
                     close(fd);
                     cr_assert_eq(r, 0, "%s: %s", path, l3_strerror(l3s));
                     if (pass == 1)
@@ -1443,4 +1446,378 @@ Test(cache, real_codec_corpus, .timeout = 240)
     cr_assert_gt(checked, 0);
     cr_log_info("corpus: %d files through the cache, %" PRIu64 " objects verified", total, checked);
     l3cache_close(c);
+}
+
+/* ------------------------------------------- verification before serving */
+
+static l3cache *open_flags(unsigned flags, struct l3cache_internal *tweak)
+{
+    struct l3cache_internal in;
+    if (tweak)
+        in = *tweak;
+    else
+        fake_internal(&in, &fc);
+    struct l3cache_options o = {.dir = cachedir, .fsync_policy = L3CACHE_FSYNC_OBJECT,
+                                .flags = flags};
+    l3cache *c = NULL;
+    int r = l3cache_open_internal(&o, &in, &c);
+    cr_assert_eq(r, 0, "open %s: %s", cachedir, strerror(-r));
+    return c;
+}
+
+static uint64_t counter(l3cache *c, size_t offset)
+{
+    struct l3cache_stats s;
+    cr_assert_eq(l3cache_get_stats(c, &s), 0);
+    return *(const uint64_t *)((const char *)&s.instance + offset);
+}
+#define COUNTER(c, name) counter(c, offsetof(struct l3cache_counters, name))
+
+/* The path of the object a source is stored as. */
+static void object_of(l3cache *c, const char *name, char *path, size_t size, uint64_t *len)
+{
+    struct l3cache_object o;
+    cr_assert_eq(get_file(c, name, &o, NULL), 0);
+    object_path(&o.key, path, size);
+    *len = o.size;
+    close(o.fd);
+}
+
+/* By default a payload flip is found at the next hit (the object changed on
+ * disk: its identity moved), the object removed, the source encoded again
+ * and the right bytes served, without L3CACHE_VERIFY_FULL. */
+Test(cache, payload_rot_never_served_by_default)
+{
+    make_png("a.png", 40, 40, 21, 1);
+    l3cache *c = open_flags(0, NULL);
+    char p[512];
+    uint64_t len;
+    object_of(c, "a.png", p, sizeof p, &len);
+    flip_byte(p, (off_t)len - 7);
+    struct l3cache_object o;
+    cr_assert_eq(get_file(c, "a.png", &o, NULL), 0);
+    cr_assert_eq(o.hit, 0, "encoded again");
+    cr_assert_eq(o.repaired, 1, "one corrupt object reported to the caller");
+    expect_object(&o, "a.png");
+    close(o.fd);
+    cr_assert_eq(COUNTER(c, corrupt_repaired), 1);
+    /* and by key alone (what a daemon does for a version it described) */
+    object_of(c, "a.png", p, sizeof p, &len);
+    flip_byte(p, 40);
+    struct l3cache_object k;
+    cr_assert_eq(get_file(c, "a.png", &o, NULL), 0); /* repairs */
+    close(o.fd);
+    flip_byte(p, 41);
+    cr_assert_eq(l3cache_open_key(c, &o.key, &k), -ENOENT, "corrupt: not served");
+    cr_assert_eq(k.repaired, 1);
+    l3cache_close(c);
+}
+
+/* An object checked once is not read again while it stays in the page
+ * cache; once its pages are dropped it is checked again before serving. */
+Test(cache, payload_checked_again_after_leaving_page_cache)
+{
+    make_png("a.png", 64, 64, 22, 1);
+    l3cache *c = open_flags(0, NULL);
+    char p[512];
+    uint64_t len;
+    object_of(c, "a.png", p, sizeof p, &len); /* stored by us: checked */
+    uint64_t v0 = COUNTER(c, verified);
+    get_ok(c, "a.png", 1);
+    get_ok(c, "a.png", 1);
+    cr_assert_eq(COUNTER(c, verified), v0, "resident and checked: not read again");
+    int fd = open(p, O_RDONLY);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    close(fd);
+    get_ok(c, "a.png", 1);
+    cr_assert_eq(COUNTER(c, verified), v0 + 1, "out of the page cache: checked again");
+    /* a descriptor handed out earlier is checked the same way */
+    struct l3cache_object o;
+    cr_assert_eq(get_file(c, "a.png", &o, NULL), 0);
+    cr_assert_eq(l3cache_check_fd(c, &o.key, o.fd), 0);
+    flip_byte(p, (off_t)len - 3);
+    cr_assert_eq(l3cache_check_fd(c, &o.key, o.fd), -EBADMSG);
+    struct stat st;
+    cr_assert_neq(stat(p, &st), 0, "the corrupt object was removed");
+    close(o.fd);
+    get_ok(c, "a.png", 0);
+    l3cache_close(c);
+    /* a new handle has checked nothing yet */
+    c = open_flags(0, NULL);
+    get_ok(c, "a.png", 1);
+    cr_assert_eq(COUNTER(c, verified), 1);
+    l3cache_close(c);
+}
+
+/* --no-verify (L3CACHE_TRUST_STORAGE): the header check only, as documented:
+ * payload rot is served. */
+Test(cache, trust_storage_checks_the_header_only)
+{
+    make_png("a.png", 40, 40, 23, 1);
+    l3cache *c = open_flags(L3CACHE_TRUST_STORAGE, NULL);
+    char p[512];
+    uint64_t len;
+    object_of(c, "a.png", p, sizeof p, &len);
+    flip_byte(p, (off_t)len - 7);
+    struct l3cache_object o;
+    cr_assert_eq(get_file(c, "a.png", &o, NULL), 0);
+    cr_assert_eq(o.hit, 1, "served as it is");
+    cr_assert_eq(COUNTER(c, verified), 0);
+    cr_assert_eq(COUNTER(c, corrupt_repaired), 0);
+    close(o.fd);
+    l3cache_close(c);
+}
+
+/* --------------------------------------------------------------- claims */
+
+/* Two processes, same sources, same order, at the same moment: each key is
+ * encoded once in all (the second waits on the first one's claim). */
+Test(cache, claims_one_encode_across_processes, .timeout = 60)
+{
+    enum { N = 8 };
+    char names[N][16];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "s%d.png", i);
+        make_png(names[i], 24, 24, 300 + (unsigned)i, 1);
+    }
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++) {
+        kids[k] = fork();
+        if (kids[k] == 0) {
+            struct l3cache_internal in;
+            fake_internal(&in, &fc);
+            atomic_store(&fc.delay_ms, 150);
+            l3cache *kc = open_flags(0, &in);
+            int bad = 0;
+            for (int i = 0; i < N; i++) {
+                struct l3cache_object o;
+                if (get_file(kc, names[i], &o, NULL) != 0) {
+                    bad = 1;
+                    continue;
+                }
+                uint8_t *want, *got;
+                size_t wn;
+                char p[512];
+                src_path(p, sizeof p, names[i]);
+                long n = read_fd(o.fd, &got);
+                if (fake_expected(p, &want, &wn) != 0 || n != (long)wn || memcmp(want, got, wn))
+                    bad = 1;
+                close(o.fd);
+            }
+            l3cache_close(kc);
+            _exit(bad);
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        int st;
+        waitpid(kids[k], &st, 0);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "process %d: wrong bytes", k);
+    }
+    l3cache *c = open_flags(0, NULL);
+    struct l3cache_stats s;
+    l3cache_get_stats(c, &s);
+    cr_assert_eq(s.total.encodes, N, "%" PRIu64 " encodes for %d keys", s.total.encodes, N);
+    cr_assert_geq(s.total.claim_waits, 1);
+    cr_assert_eq(count_names(cachedir, "", ".claim"), 0, "no claim left");
+    l3cache_close(c);
+}
+
+/* Writes a claim file for the key of source NAME as another owner would. */
+static void plant_claim(l3cache *c, const char *name, const char *owner, time_t age_s)
+{
+    char p[512];
+    src_path(p, sizeof p, name);
+    uint8_t *png;
+    size_t len;
+    cr_assert_not_null(png = tc_slurp(p, &len), "%s", p);
+    struct l3cache_key key;
+    l3cache_key_compute(png, len, L3_FORMAT_VERSION, NULL, &key);
+    free(png);
+    (void)c;
+    char hex[33], dir[600], claim[700];
+    l3cache_key_hex(&key, hex);
+    snprintf(dir, sizeof dir, "%s/objects", cachedir);
+    mkdir(dir, 0700);
+    snprintf(dir, sizeof dir, "%s/objects/%.2s", cachedir, hex);
+    mkdir(dir, 0700);
+    snprintf(claim, sizeof claim, "%s/%s.claim", dir, hex + 2);
+    FILE *f = fopen(claim, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "%s\n", owner);
+    fclose(f);
+    struct timespec ts[2] = {{time(NULL) - age_s, 0}, {time(NULL) - age_s, 0}};
+    cr_assert_eq(utimensat(AT_FDCWD, claim, ts, 0), 0);
+}
+
+/* A claim whose owner went silent (another host: its mtime stops moving) is
+ * taken over after claim_stale_ms; one of a dead process of this host at
+ * once; a live one is waited for at most claim_wait_ms. */
+Test(cache, stale_claims_taken_over_and_waits_bounded, .timeout = 60)
+{
+    make_png("a.png", 20, 20, 41, 1);
+    make_png("b.png", 20, 20, 42, 1);
+    make_png("c.png", 20, 20, 43, 1);
+    struct l3cache_internal in;
+    fake_internal(&in, &fc);
+    in.claim_stale_ms = 300;
+    in.claim_wait_ms = 5000;
+    l3cache *c = open_flags(0, &in);
+    char host[64];
+    l3cache_host_name(host, sizeof host);
+    char owner[160];
+    plant_claim(c, "a.png", "l3cache-claim 1 some-other-host 4242 00000000000000aa", 0);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    get_ok(c, "a.png", 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    cr_assert_geq(ms, 250, "silent claim taken over after %.0f ms (stale after 300)", ms);
+    cr_assert_lt(ms, 3000);
+    cr_assert_eq(COUNTER(c, claim_takeovers), 1);
+    /* a dead process of this host: no wait */
+    pid_t dead = fork();
+    if (dead == 0)
+        _exit(0);
+    waitpid(dead, NULL, 0);
+    snprintf(owner, sizeof owner, "l3cache-claim 1 %s %ld 00000000000000bb", host, (long)dead);
+    plant_claim(c, "b.png", owner, 0);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    get_ok(c, "b.png", 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    cr_assert_lt(ms, 250, "dead owner's claim taken at once (%.0f ms)", ms);
+    cr_assert_eq(COUNTER(c, claim_takeovers), 2);
+    l3cache_close(c);
+    /* a live owner (this process, heartbeat simulated by a fresh mtime and
+     * a never-stale limit): the wait ends at claim_wait_ms, then it encodes */
+    in.claim_stale_ms = 60000;
+    in.claim_wait_ms = 400;
+    c = open_flags(0, &in);
+    snprintf(owner, sizeof owner, "l3cache-claim 1 %s %ld 00000000000000cc", host, (long)getpid());
+    plant_claim(c, "c.png", owner, 0);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    get_ok(c, "c.png", 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    cr_assert_geq(ms, 350, "waited %.0f ms of 400", ms);
+    cr_assert_lt(ms, 3000);
+    cr_assert_eq(COUNTER(c, claim_takeovers), 0);
+    l3cache_close(c);
+}
+
+/* ------------------------------------------------------------- privacy */
+
+static mode_t mode_of(const char *rel)
+{
+    char p[700];
+    snprintf(p, sizeof p, "%s/%s", cachedir, rel);
+    struct stat st;
+    cr_assert_eq(stat(p, &st), 0, "%s", p);
+    return st.st_mode & 07777;
+}
+
+/* Nothing in a private cache is readable by others (whatever the umask);
+ * a shared one is 0755/0644 and keeps sources marked private out. */
+Test(cache, private_by_default_shared_keeps_private_sources_out)
+{
+    make_png("a.png", 20, 20, 51, 1);
+    make_png("b.png", 20, 20, 52, 1);
+    mode_t old = umask(022);
+    l3cache *c = open_flags(0, NULL);
+    char p[512], rel[700];
+    uint64_t len;
+    object_of(c, "a.png", p, sizeof p, &len);
+    l3cache_close(c);
+    cr_assert_eq(mode_of(""), 0700);
+    cr_assert_eq(mode_of("objects"), 0700);
+    cr_assert_eq(mode_of("index.log"), 0600);
+    cr_assert_eq(mode_of("lock"), 0600);
+    snprintf(rel, sizeof rel, "%s", p + strlen(cachedir) + 1);
+    cr_assert_eq(mode_of(rel), 0600, "object %s", rel);
+    char objdir[700];
+    snprintf(objdir, sizeof objdir, "%.*s", (int)(strrchr(rel, '/') - rel), rel);
+    cr_assert_eq(mode_of(objdir), 0700);
+
+    snprintf(cachedir + strlen(cachedir), sizeof cachedir - strlen(cachedir), "-shared");
+    c = open_flags(L3CACHE_SHARED, NULL);
+    object_of(c, "a.png", p, sizeof p, &len);
+    cr_assert_eq(mode_of(""), 0755);
+    cr_assert_eq(mode_of("index.log"), 0644);
+    snprintf(rel, sizeof rel, "%s", p + strlen(cachedir) + 1);
+    cr_assert_eq(mode_of(rel), 0644);
+    /* a private source: served, but neither stored nor indexed */
+    src_path(p, sizeof p, "b.png");
+    int fd = open(p, O_RDONLY);
+    struct l3cache_source src;
+    cr_assert_eq(l3cache_identify(fd, "", AT_EMPTY_PATH, NULL, &src), 0);
+    for (int pass = 0; pass < 2; pass++) {
+        struct l3cache_object o;
+        cr_assert_eq(l3cache_get(c, fd, &src, L3CACHE_GET_PRIVATE, &o, NULL), 0);
+        cr_assert_eq(o.hit, 0, "never a hit: not stored");
+        expect_object(&o, "b.png");
+        close(o.fd);
+    }
+    close(fd);
+    cr_assert_eq(l3cache_index_lookup(c, &src, NULL, NULL), -ENOENT, "not indexed");
+    struct l3cache_stats s;
+    l3cache_get_stats(c, &s);
+    cr_assert_eq(s.objects, 1, "only the public source's object");
+    l3cache_close(c);
+    umask(old);
+}
+
+/* ------------------------------------------------------------- identity */
+
+/* The birth time is part of a source's identity: an entry of another file
+ * that reuses the inode number, size and both times is not taken for it. */
+Test(cache, identity_has_the_birth_time)
+{
+    make_png("a.png", 20, 20, 61, 1);
+    l3cache *c = open_flags(0, NULL);
+    get_ok(c, "a.png", 0);
+    struct l3cache_source s = source_of("a.png");
+    cr_assert_neq(s.btime_ns, 0, "this filesystem keeps birth times (statx)");
+    cr_assert_eq(l3cache_index_lookup(c, &s, NULL, NULL), 0);
+    struct l3cache_source other = s;
+    other.btime_ns += 1;
+    cr_assert_eq(l3cache_index_lookup(c, &other, NULL, NULL), -ENOENT);
+    cr_assert(!l3cache_source_eq(&s, &other));
+    l3cache_close(c);
+}
+
+/* Records of version 1 (no birth time): entries skipped, statistics kept. */
+Test(cache, version_1_records_read_compatibly)
+{
+    uint8_t rec[L3CACHE_REC_STATS_V1_SIZE];
+    memset(rec, 0, sizeof rec);
+    memcpy(rec, "L3CI", 4);
+    rec[4] = 1;
+    rec[5] = L3CACHE_REC_STATS;
+    rec[6] = (uint8_t)L3CACHE_REC_STATS_V1_SIZE;
+    rec[16] = 9;  /* lookups */
+    rec[104 - 8] = 4; /* write_failures, the 11th counter */
+    uint64_t h = XXH3_64bits(rec, sizeof rec - 8);
+    for (int i = 0; i < 8; i++)
+        rec[sizeof rec - 8 + (size_t)i] = (uint8_t)(h >> (8 * i));
+    int type = -1;
+    uint64_t inst = 0;
+    struct l3cache_counters cnt;
+    cr_assert_eq(l3cache_rec_parse(rec, sizeof rec, &type, NULL, &inst, &cnt), (long)sizeof rec);
+    cr_assert_eq(type, L3CACHE_REC_STATS);
+    cr_assert_eq(cnt.lookups, 9);
+    cr_assert_eq(cnt.write_failures, 4);
+    cr_assert_eq(cnt.verified, 0, "counters the record does not have are 0");
+    uint8_t e1[L3CACHE_REC_ENTRY_V1_SIZE];
+    memset(e1, 0, sizeof e1);
+    memcpy(e1, "L3CI", 4);
+    e1[4] = 1;
+    e1[5] = L3CACHE_REC_ENTRY;
+    e1[6] = (uint8_t)L3CACHE_REC_ENTRY_V1_SIZE;
+    h = XXH3_64bits(e1, sizeof e1 - 8);
+    for (int i = 0; i < 8; i++)
+        e1[sizeof e1 - 8 + (size_t)i] = (uint8_t)(h >> (8 * i));
+    struct l3cache_entry e;
+    cr_assert_eq(l3cache_rec_parse(e1, sizeof e1, &type, &e, NULL, NULL), (long)sizeof e1);
+    cr_assert_eq(type, 0, "a version-1 entry is skipped");
 }

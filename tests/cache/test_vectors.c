@@ -67,12 +67,13 @@ Test(vectors, object_keys)
     cr_assert_eq(l3cache_params_id(1, &e0), 0x7367fbbb7d1a0c83ull, "index parameter id");
 }
 
+/* Version 2 entry: the identity with its birth time. */
 Test(vectors, index_entry_record)
 {
     static const char want_hex[] =
-        "4c3343490101580008070605040302019210000000000000820300000000000015cd853dfe9c9717"
-        "fbffffffffffffff278b0969f51bbd8db8fc11036291addc1808000000000000830c1a7dbbfb6773"
-        "6fe816c88e85cac9";
+        "4c3343490201600008070605040302019210000000000000820300000000000015cd853dfe9c9717"
+        "fbffffffffffffffb1687e1386573416278b0969f51bbd8db8fc11036291addc1808000000000000"
+        "830c1a7dbbfb6773853dcc628b1e750b";
     uint8_t want[L3CACHE_REC_ENTRY_SIZE], got[L3CACHE_REC_ENTRY_SIZE];
     from_hex(want_hex, want, sizeof want);
     struct l3cache_entry e;
@@ -82,6 +83,7 @@ Test(vectors, index_entry_record)
     e.src.size = 898;
     e.src.mtime_ns = 1700000000123456789ll;
     e.src.ctime_ns = -5;
+    e.src.btime_ns = 1600000000987654321ll;
     from_hex("278b0969f51bbd8db8fc11036291addc", e.key.bytes, 16);
     e.encoded_size = 2072;
     e.params_id = 0x7367fbbb7d1a0c83ull;
@@ -93,17 +95,38 @@ Test(vectors, index_entry_record)
     cr_assert_eq(type, L3CACHE_REC_ENTRY);
     cr_assert(back.src.dev == e.src.dev && back.src.ino == e.src.ino && back.src.size == 898 &&
                   back.src.mtime_ns == e.src.mtime_ns && back.src.ctime_ns == -5 &&
+                  back.src.btime_ns == e.src.btime_ns &&
                   memcmp(back.key.bytes, e.key.bytes, 16) == 0 && back.encoded_size == 2072 &&
                   back.params_id == e.params_id,
               "entry record fields");
 }
 
+/* A version 1 entry (no birth time, written before version 2) is a valid
+ * record that is skipped: its identity cannot tell a reused inode apart. */
+Test(vectors, index_entry_record_v1_skipped)
+{
+    static const char v1_hex[] =
+        "4c3343490101580008070605040302019210000000000000820300000000000015cd853dfe9c9717"
+        "fbffffffffffffff278b0969f51bbd8db8fc11036291addc1808000000000000830c1a7dbbfb6773"
+        "6fe816c88e85cac9";
+    uint8_t v1[L3CACHE_REC_ENTRY_V1_SIZE];
+    from_hex(v1_hex, v1, sizeof v1);
+    struct l3cache_entry back;
+    int type = -1;
+    cr_assert_eq(l3cache_rec_parse(v1, sizeof v1, &type, &back, NULL, NULL), (long)sizeof v1);
+    cr_assert_eq(type, 0, "a version 1 entry is skipped");
+    v1[9] ^= 1; /* and its checksum still guards it */
+    cr_assert_eq(l3cache_rec_parse(v1, sizeof v1, &type, &back, NULL, NULL), -1);
+}
+
+/* Version 2 statistics: every counter of L3CACHE_COUNTERS (14). */
 Test(vectors, index_stats_record)
 {
     static const char want_hex[] =
-        "4c334349010270008877665544332211e903000000000000d207000000000000bb0b000000000000"
+        "4c334349020288008877665544332211e903000000000000d207000000000000bb0b000000000000"
         "a40f0000000000008d1300000000000076170000000000005f1b000000000000481f000000000000"
-        "31230000000000001a27000000000000032b000000000000da9cae09cd28861f";
+        "31230000000000001a27000000000000032b000000000000ec2e000000000000d532000000000000"
+        "be36000000000000ba9cdc7c0b9127f7";
     uint8_t want[L3CACHE_REC_STATS_SIZE], got[L3CACHE_REC_STATS_SIZE];
     from_hex(want_hex, want, sizeof want);
     /* counters 1001, 2002, ... in the order of L3CACHE_COUNTERS (docs/CACHE.md) */
@@ -112,6 +135,7 @@ Test(vectors, index_stats_record)
 #define SET(name, desc) c.name = ++i * 1001;
     L3CACHE_COUNTERS(SET)
 #undef SET
+    cr_assert_eq(i, 14, "the vector holds 14 counters");
     cr_assert_eq(l3cache_rec_encode_stats(0x1122334455667788ull, &c, got), sizeof got);
     cr_assert_eq(memcmp(got, want, sizeof want), 0, "statistics record bytes");
     struct l3cache_counters back;
@@ -121,4 +145,28 @@ Test(vectors, index_stats_record)
     cr_assert_eq(type, L3CACHE_REC_STATS);
     cr_assert_eq(inst, 0x1122334455667788ull);
     cr_assert_eq(memcmp(&back, &c, sizeof c), 0, "statistics record counters");
+}
+
+/* A version 1 statistics record (11 counters) is read: its counters, the
+ * rest 0. */
+Test(vectors, index_stats_record_v1_read)
+{
+    static const char v1_hex[] =
+        "4c334349010270008877665544332211e903000000000000d207000000000000bb0b000000000000"
+        "a40f0000000000008d1300000000000076170000000000005f1b000000000000481f000000000000"
+        "31230000000000001a27000000000000032b000000000000da9cae09cd28861f";
+    uint8_t v1[L3CACHE_REC_STATS_V1_SIZE];
+    from_hex(v1_hex, v1, sizeof v1);
+    struct l3cache_counters back, want;
+    memset(&want, 0, sizeof want);
+    uint64_t i = 0;
+#define SET(name, desc) want.name = ++i <= 11 ? i * 1001 : 0;
+    L3CACHE_COUNTERS(SET)
+#undef SET
+    uint64_t inst = 0;
+    int type = 0;
+    cr_assert_eq(l3cache_rec_parse(v1, sizeof v1, &type, NULL, &inst, &back), (long)sizeof v1);
+    cr_assert_eq(type, L3CACHE_REC_STATS);
+    cr_assert_eq(inst, 0x1122334455667788ull);
+    cr_assert_eq(memcmp(&back, &want, sizeof want), 0, "the 11 counters of version 1");
 }

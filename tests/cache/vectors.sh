@@ -57,3 +57,16 @@ printf 'L3CI\x01\x02%b%b' "$(le 112 2)" "$(hexle 1122334455667788)" > "$tmp/s"
 for i in 1 2 3 4 5 6 7 8 9 10 11; do printf '%b' "$(le $((i * 1000 + i)) 8)" >> "$tmp/s"; done
 printf '%b' "$(hexle "$(xxh64 "$tmp/s")")" >> "$tmp/s"
 echo "stats record:   $(od -An -tx1 -v "$tmp/s" | tr -d ' \n')"
+# version 2 (written since the birth time joined the identity): the entry
+# above with birth time 1600000000987654321 after ctime (96 bytes); the
+# statistics record with 14 counters 1..14 (136 bytes)
+printf 'L3CI\x02\x01%b%b%b%b%b%b%b%b%b%b' "$(le 96 2)" "$(hexle 0102030405060708)" "$(le 4242 8)" \
+  "$(le 898 8)" "$(hexle "$(printf %016x 1700000000123456789)")" "$(hexle fffffffffffffffb)" \
+  "$(hexle "$(printf %016x 1600000000987654321)")" "$(hexbytes "$k1")" \
+  "$(le 2072 8)" "$(hexle "$pid")" > "$tmp/e2"
+printf '%b' "$(hexle "$(xxh64 "$tmp/e2")")" >> "$tmp/e2"
+echo "entry record v2: $(od -An -tx1 -v "$tmp/e2" | tr -d ' \n')"
+printf 'L3CI\x02\x02%b%b' "$(le 136 2)" "$(hexle 1122334455667788)" > "$tmp/s2"
+for i in $(seq 14); do printf '%b' "$(le $((i * 1000 + i)) 8)" >> "$tmp/s2"; done
+printf '%b' "$(hexle "$(xxh64 "$tmp/s2")")" >> "$tmp/s2"
+echo "stats record v2: $(od -An -tx1 -v "$tmp/s2" | tr -d ' \n')"

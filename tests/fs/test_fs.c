@@ -788,10 +788,10 @@ static uint64_t cache_get(l3cache *c, const char *name, int want_hit)
     srcpath(p, sizeof p, name);
     int fd = open(p, O_RDONLY);
     cr_assert(fd >= 0);
-    struct stat st;
-    cr_assert_eq(fstat(fd, &st), 0);
+    struct l3cache_source src;
+    cr_assert_eq(l3cache_identify(fd, "", AT_EMPTY_PATH, NULL, &src), 0);
     struct l3cache_object o;
-    cr_assert_eq(l3cache_get(c, fd, &st, &o, NULL), 0);
+    cr_assert_eq(l3cache_get(c, fd, &src, 0, &o, NULL), 0);
     if (want_hit >= 0)
         cr_assert_eq(o.hit, want_hit, "%s: hit %d", name, o.hit);
     close(fd);

@@ -1,0 +1,93 @@
+/* verified.c — what must be checked before an object's bytes are handed out.
+ *
+ * An object's payload checksum is checked (the whole object read, XXH3 of
+ * the payload against the checksummed header) when this handle has not
+ * checked it before, when its identity (dev, ino, size, mtime, ctime) changed
+ * since, or when any of its pages has left the page cache since (mincore):
+ * the bytes a reader gets then come from the disk again and may have rotted
+ * there. Otherwise the pages in memory are the ones that were checked, and
+ * nothing is read. Identities checked are kept in a direct-mapped table; one
+ * pushed out by another is simply checked again.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "handle.h"
+
+static struct vslot slot_of(const struct stat *st)
+{
+    struct vslot v = {(uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
+                      l3cache_ts_ns(&st->st_mtim), l3cache_ts_ns(&st->st_ctim)};
+    return v;
+}
+
+static size_t slot_index(const struct vslot *v)
+{
+    return (size_t)(XXH3_64bits(v, sizeof *v) % L3CACHE_VSLOTS);
+}
+
+static int slot_eq(const struct vslot *a, const struct vslot *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
+}
+
+void verified_add(struct l3cache *c, const struct stat *st)
+{
+    struct vslot v = slot_of(st);
+    pthread_mutex_lock(&c->mu);
+    c->verified[slot_index(&v)] = v;
+    pthread_mutex_unlock(&c->mu);
+}
+
+static int verified_has(struct l3cache *c, const struct stat *st)
+{
+    struct vslot v = slot_of(st);
+    pthread_mutex_lock(&c->mu);
+    int r = slot_eq(&c->verified[slot_index(&v)], &v);
+    pthread_mutex_unlock(&c->mu);
+    return r;
+}
+
+/* 1 when every page of the file is in the page cache. */
+static int resident(int fd, uint64_t size)
+{
+    if (size == 0)
+        return 1;
+    long page = sysconf(_SC_PAGESIZE);
+    size_t pages = (size_t)((size + (uint64_t)page - 1) / (uint64_t)page);
+    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED)
+        return 0;
+    unsigned char stackvec[1024], *vec = pages <= sizeof stackvec ? stackvec : malloc(pages);
+    int all = 0;
+    if (vec && mincore(map, (size_t)size, vec) == 0) {
+        all = 1;
+        for (size_t i = 0; i < pages && all; i++)
+            all = vec[i] & 1;
+    }
+    if (vec != stackvec)
+        free(vec);
+    munmap(map, (size_t)size);
+    return all;
+}
+
+int verified_ready(struct l3cache *c, int fd, const struct stat *st)
+{
+    uint64_t size = (uint64_t)st->st_size;
+    if (c->verify == VERIFY_TRUST)
+        return object_check(c, fd, size, L3CACHE_CHECK_HEADER);
+    if (c->verify == VERIFY_AUTO && verified_has(c, st) && resident(fd, size))
+        return 0;
+    int r = object_check(c, fd, size, L3CACHE_CHECK_PAYLOAD);
+    if (r != 0)
+        return r;
+    stats_count(c, &c->inst.verified, 1);
+    verified_add(c, st);
+    return 0;
+}
