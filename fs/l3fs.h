@@ -186,6 +186,15 @@ double l3fs_hit_rate(uint64_t hits, uint64_t misses);
 char *l3fs_render_json(const struct l3fs_snapshot *s);
 char *l3fs_render_prometheus(const struct l3fs_snapshot *s);
 
+/* ---- escaping (fs/escape.c) ----
+ * Writes s escaped into out (cap bytes, NUL-terminated, truncated if need
+ * be) and returns the length the whole escaped text needs. json = 0: for a
+ * log line (\n, \t, \r, \xNN for other control bytes, DEL and bytes that
+ * are not UTF-8, \\); json = 1: for the inside of a JSON string (\", \\,
+ * \n, \uNNNN; bytes that are not UTF-8 as the text \xNN). Valid UTF-8
+ * is kept. */
+size_t l3fs_escape(const char *s, int json, char *out, size_t cap);
+
 /* A JSON string literal for s, quotes included (malloc'ed; NULL on ENOMEM). */
 char *l3fs_json_quote(const char *s);
 /* The cache counters as a JSON object with a hit_rate (malloc'ed). */

@@ -35,22 +35,24 @@ static void vlog(int level, const char *fmt, va_list ap)
         level = 0;
     if (level > 3)
         level = 3;
+    char raw[2048], msg[4 * sizeof raw];
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    size_t n = strlen(raw);
+    while (n && raw[n - 1] == '\n')
+        raw[--n] = '\0';
+    /* one line, whatever the names in it hold (l3fs_escape) */
+    l3fs_escape(raw, 0, msg, sizeof msg);
     if (log_sink == SINK_SYSLOG) {
-        vsyslog(syslog_prio[level], fmt, ap);
+        syslog(syslog_prio[level], "%s", msg);
         return;
     }
-    char msg[2048];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    size_t n = strlen(msg);
-    while (n && msg[n - 1] == '\n')
-        msg[--n] = '\0';
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;
     gmtime_r(&ts.tv_sec, &tm);
     if (log_sink == SINK_FILE) {
         /* one write per line: lines of several mounts sharing a file stay whole */
-        char line[2200];
+        char line[sizeof msg + 64];
         int k = snprintf(line, sizeof line,
                          "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ l3fs[%ld] %s: %s\n",
                          tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,

@@ -104,19 +104,20 @@ static char *sb_finish(struct sbuf *b)
     return b->p;
 }
 
-/* JSON string escaping for paths. */
+/* A JSON string (names escaped: l3fs_escape). */
 static void sb_json_str(struct sbuf *b, const char *s)
 {
-    sb_printf(b, "\"");
-    for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
-        if (*c == '"' || *c == '\\')
-            sb_printf(b, "\\%c", *c);
-        else if (*c < 0x20)
-            sb_printf(b, "\\u%04x", *c);
-        else
-            sb_printf(b, "%c", *c);
+    size_t need = l3fs_escape(s, 1, NULL, 0);
+    char small[512];
+    char *e = need < sizeof small ? small : malloc(need + 1);
+    if (!e) {
+        b->oom = 1;
+        return;
     }
-    sb_printf(b, "\"");
+    l3fs_escape(s, 1, e, need + 1);
+    sb_printf(b, "\"%s\"", e);
+    if (e != small)
+        free(e);
 }
 
 static void sb_rate(struct sbuf *b, double r)
@@ -427,7 +428,13 @@ int l3fs_json_string(const char *json, const char *path, char *out, size_t cap)
         char c = *p;
         if (c == '\\' && p[1]) {
             p++;
-            c = *p == 'n' ? '\n' : *p;
+            unsigned u;
+            if (*p == 'u' && sscanf(p + 1, "%4x", &u) == 1 && u < 0x80) {
+                c = (char)u; /* what l3fs_escape writes: control characters */
+                p += 4;
+            } else {
+                c = *p == 'n' ? '\n' : *p == 't' ? '\t' : *p == 'r' ? '\r' : *p;
+            }
         }
         if (n + 1 < cap)
             out[n++] = c;

@@ -879,6 +879,40 @@ Test(cache_cmd, stats_verify_gc_clear, .init = setup, .fini = teardown)
     cr_assert_eq(cache_cmd(out, sizeof out, "gc --cache-dir '%s' --cache-size 12Q", T.cache), 2);
 }
 
+/* A source named with a newline and terminal escapes, which fails to encode:
+ * one log line, the name escaped in it (no forged line, no escape byte). */
+Test(mount, hostile_name_gives_one_escaped_log_line)
+{
+    const char *evil = "evil\n12:00:00.000 l3fs error: FORGED LOG LINE\x1b[2J\x1b[31m.png";
+    char p[PATH_MAX], m[PATH_MAX];
+    srcpath(p, sizeof p, evil);
+    spit(p, "\x89PNG\r\n\x1a\ngarbage after the signature", 33);
+    mount_fs(NULL);
+    mntpath(m, sizeof m, "evil\n12:00:00.000 l3fs error: FORGED LOG LINE\x1b[2J\x1b[31m.l3");
+    struct stat st;
+    errno = 0;
+    cr_assert(stat(m, &st) < 0 && errno == EIO, "want EIO, got %s", strerror(errno));
+    cr_assert_eq(unmount_fs(), 0);
+    size_t len;
+    char *log = tc_slurp(T.log, &len); /* NUL-terminated */
+    cr_assert(log);
+    cr_assert(memchr(log, 0x1b, len) == NULL, "an escape byte reached the log:\n%s", log);
+    int lines = 0, forged = 0;
+    for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strstr(line, "cannot encode")) {
+            lines++;
+            cr_assert(strstr(line, "evil\\n12:00:00.000 l3fs error: FORGED LOG LINE"
+                                   "\\x1b[2J\\x1b[31m.png"),
+                      "not escaped: %s", line);
+        }
+        if (!strncmp(line, "12:00:00.000", 12))
+            forged++;
+    }
+    cr_assert_eq(lines, 1, "one log line for the bad file");
+    cr_assert_eq(forged, 0, "a forged line in the log");
+    free(log);
+}
+
 Test(mount, every_write_is_erofs)
 {
     make_tree(0);
@@ -1443,6 +1477,33 @@ Test(stats, percentiles_json_and_prometheus)
     cr_assert(strstr(m, "l3fs_encode_seconds{quantile=\"0.5\"}"));
     free(m);
     cr_assert_eq(l3fs_hit_rate(0, 0), -1);
+}
+
+Test(names, escaped_for_logs_and_json)
+{
+    char out[256];
+    l3fs_escape("a\nb\x1b[2Jc\\d\t\x7f", 0, out, sizeof out);
+    cr_assert_str_eq(out, "a\\nb\\x1b[2Jc\\\\d\\t\\x7f");
+    l3fs_escape("ünïcödé 画像 \"q\"", 0, out, sizeof out);
+    cr_assert_str_eq(out, "ünïcödé 画像 \"q\"", "valid UTF-8 kept");
+    l3fs_escape("bad\xff\xc0\x80\xed\xa0\x80.png", 0, out, sizeof out);
+    cr_assert_str_eq(out, "bad\\xff\\xc0\\x80\\xed\\xa0\\x80.png", "not UTF-8: bytes");
+    l3fs_escape("q\"\n\x1b\xff", 1, out, sizeof out);
+    cr_assert_str_eq(out, "q\\\"\\n\\u001b\\\\xff");
+    cr_assert_eq(l3fs_escape("\n\n", 0, out, 3), 4, "the length needed");
+    cr_assert_str_eq(out, "\\n");
+    /* JSON round trip through the reader */
+    struct l3fs_snapshot s;
+    memset(&s, 0, sizeof s);
+    s.version = "1";
+    s.source = "/data/x\ny\x1bz";
+    s.cache_dir = "/c";
+    char *j = l3fs_render_json(&s);
+    cr_assert(strchr(j, '\x1b') == NULL && !strstr(j, "x\ny"), "%s", j);
+    char back[64];
+    cr_assert_eq(l3fs_json_string(j, "source", back, sizeof back), 0);
+    cr_assert_str_eq(back, "/data/x\ny\x1bz");
+    free(j);
 }
 
 Test(options, both_spellings)
