@@ -9,7 +9,12 @@
  *    empty cache (lookup encodes, then read) against a bare libpng decode of
  *    the same PNG (file read + png_read_image).
  * 3. `ls -lR` of N encoded files through a fresh mount against the source.
+ * 4. Verification before serving: part 1's reads with the default (payload
+ *    checksums checked when an object is new to the daemon or was out of
+ *    the page cache) against --no-verify (header only, as before), the two
+ *    mounts alternating in every repetition.
  * Each figure is the best of R repetitions. Needs root or fuse access.
+ * --only N runs part N alone.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -53,6 +58,7 @@ static pid_t daemon_pid = -1;
 static char mounted_at[PATH_MAX];
 
 static const char *fsync_policy = "object";
+static const char *extra_opt = NULL; /* one more l3fs option, or NULL */
 
 static void do_mount(const char *src, const char *mnt, const char *cache)
 {
@@ -61,7 +67,7 @@ static void do_mount(const char *src, const char *mnt, const char *cache)
         die("fork");
     if (pid == 0) {
         execl(l3fs, l3fs, src, mnt, "-f", "--cache-dir", cache, "--fsync", fsync_policy,
-              (char *)NULL);
+              extra_opt, (char *)NULL);
         _exit(127);
     }
     char ctl[PATH_MAX];
@@ -232,64 +238,39 @@ static double min_d(double a, double b)
     return a < b ? a : b;
 }
 
-int main(int argc, char **argv)
+/* The .l3 files of the mount and the cache's objects, all encoded. */
+static void encode_all(const char *src, const char *mnt, const char *cache, struct list *l3s,
+                       struct list *objs)
 {
-    const char *photos = "/var/cache/l3fs-corpus/png/photos-2048";
-    int nfiles = 10000, reps = 5;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--l3fs") && i + 1 < argc)
-            l3fs = argv[++i];
-        else if (!strcmp(argv[i], "--photos") && i + 1 < argc)
-            photos = argv[++i];
-        else if (!strcmp(argv[i], "--files") && i + 1 < argc)
-            nfiles = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-            reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--work") && i + 1 < argc)
-            snprintf(work, sizeof work, "%s", argv[++i]);
-        else
-            die("usage: fs_bench --l3fs BIN [--photos DIR] [--files N] [--reps R] [--work DIR]");
-    }
-    if (!l3fs)
-        die("--l3fs PATH is required");
-    if (reps < 1)
-        reps = 1;
-    if (!work[0]) {
-        snprintf(work, sizeof work, "/var/tmp/l3fs-bench-XXXXXX");
-        if (!mkdtemp(work))
-            die("mkdtemp: %s", strerror(errno));
-    } else if (mkdir(work, 0755) < 0 && errno != EEXIST) {
-        die("mkdir %s", work);
-    }
-    atexit(cleanup);
-    signal(SIGINT, exit);
-
-    struct list pngs = {0};
-    find_files(photos, ".png", &pngs);
-    if (pngs.n == 0)
-        die("no PNGs in %s (scripts/fetch-corpus.sh makes them)", photos);
-    char src[1100], mnt[1100], cache[1100];
-    snprintf(src, sizeof src, "%s/src", work);
-    snprintf(mnt, sizeof mnt, "%s/mnt", work);
-    snprintf(cache, sizeof cache, "%s/cache", work);
-    mkdir(src, 0755);
-    mkdir(mnt, 0755);
-    if (tc_sh("cp %s/*.png '%s'/", photos, src) != 0)
-        die("copy photos");
-    printf("l3fs fs_bench: %zu photos from %s, %d reps (best of), work dir %s\n", pngs.n,
-           photos, reps, work);
-
-    /* ---- 1. cached sequential read ---- */
     do_mount(src, mnt, cache);
-    struct list l3s = {0};
-    find_files(mnt, ".l3", &l3s);
-    for (size_t i = 0; i < l3s.n; i++)
-        read_all(l3s.v[i]); /* encode everything */
+    find_files(mnt, ".l3", l3s);
+    for (size_t i = 0; i < l3s->n; i++)
+        read_all(l3s->v[i]); /* encode everything */
     do_umount();
     char objdir[1200];
     snprintf(objdir, sizeof objdir, "%s/objects", cache);
-    struct list objs = {0};
-    find_files(objdir, "", &objs);
+    find_files(objdir, ".l3", objs);
+}
+
+static long long read_list(const struct list *l)
+{
+    long long bytes = 0;
+    for (size_t i = 0; i < l->n; i++)
+        bytes += read_all(l->v[i]);
+    return bytes;
+}
+
+static void evict_list(const struct list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        evict(l->v[i]);
+}
+
+/* 1. cached sequential read */
+static void part_cached(const char *src, const char *mnt, const char *cache, int reps)
+{
+    struct list l3s = {0}, objs = {0};
+    encode_all(src, mnt, cache, &l3s, &objs);
     /* (a) objects not in RAM (evicted from the page cache before each read:
      * an epoch over a dataset larger than memory); (b) objects in RAM. */
     double best_obj_c = 1e9, best_mnt_c = 1e9, best_mnt = 1e9, best_mnt2 = 1e9, best_obj = 1e9;
@@ -343,7 +324,12 @@ int main(int argc, char **argv)
     printf("       again on the same mount (kernel page cache)     %8.1f MB/s  = %.0f%% of direct\n",
            bytes / 1e6 / best_mnt2, 100 * best_obj / best_mnt2);
 
-    /* ---- 2. cold read vs bare libpng decode ---- */
+}
+
+/* 2. cold read vs bare libpng decode */
+static void part_cold(const struct list *pngs_in, const char *src, const char *mnt, int reps)
+{
+    const struct list pngs = *pngs_in;
     double sum_cold = 0, sum_png = 0, sum_nosync = 0;
     double *cold = calloc(pngs.n, sizeof *cold), *dec = calloc(pngs.n, sizeof *dec);
     double *nosync = calloc(pngs.n, sizeof *nosync);
@@ -395,7 +381,11 @@ int main(int argc, char **argv)
     free(dec);
     free(nosync);
 
-    /* ---- 3. ls -lR of N encoded files ---- */
+}
+
+/* 3. ls -lR of N encoded files */
+static void part_ls(const char *mnt, int nfiles, int reps)
+{
     if (nfiles > 0) {
         char lsrc[1100], lcache[1100];
         snprintf(lsrc, sizeof lsrc, "%s/lsrc", work);
@@ -440,6 +430,110 @@ int main(int argc, char **argv)
                1e3 * best_l3, best_l3 / best_src);
         printf("   again on the same mount          %8.1f ms  = %.2fx source\n", 1e3 * best_l3b,
                best_l3b / best_src);
+    }
+}
+
+/* 4. the cost of verification before serving: the same reads with the
+ * default and with --no-verify, the two alternating in every repetition
+ * (which goes first alternates too). */
+static void part_verify(const char *src, const char *mnt, const char *cache, int reps)
+{
+    struct list l3s = {0}, objs = {0};
+    encode_all(src, mnt, cache, &l3s, &objs);
+    double fresh[2] = {1e9, 1e9}, again[2] = {1e9, 1e9}, cold[2] = {1e9, 1e9};
+    long long bytes = 0;
+    for (int r = 0; r < reps; r++) {
+        for (int k = 0; k < 2; k++) {
+            int v = (r + k) % 2; /* 0: default, 1: --no-verify */
+            extra_opt = v ? "--no-verify" : NULL;
+            read_list(&objs); /* objects in RAM */
+            do_mount(src, mnt, cache);
+            double t0 = now();
+            bytes = read_list(&l3s);
+            fresh[v] = min_d(fresh[v], now() - t0);
+            t0 = now();
+            read_list(&l3s);
+            again[v] = min_d(again[v], now() - t0);
+            do_umount();
+            evict_list(&objs); /* objects not in RAM */
+            do_mount(src, mnt, cache);
+            t0 = now();
+            read_list(&l3s);
+            cold[v] = min_d(cold[v], now() - t0);
+            do_umount();
+        }
+    }
+    extra_opt = NULL;
+    printf("\n4. verification before serving: %zu cached .l3 files, %.1f MB, default vs "
+           "--no-verify\n", l3s.n, bytes / 1e6);
+    const char *what[3] = {"objects in RAM, fresh mount (each checked once)",
+                           "objects in RAM, second read (nothing checked)",
+                           "objects not in RAM, fresh mount"};
+    double *t[3] = {fresh, again, cold};
+    for (int i = 0; i < 3; i++)
+        printf("   %-48s %7.1f vs %7.1f MB/s  = %.3fx the time\n", what[i], bytes / 1e6 / t[i][0],
+               bytes / 1e6 / t[i][1], t[i][0] / t[i][1]);
+}
+
+int main(int argc, char **argv)
+{
+    const char *photos = "/var/cache/l3fs-corpus/png/photos-2048";
+    int nfiles = 10000, reps = 5, only = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--l3fs") && i + 1 < argc)
+            l3fs = argv[++i];
+        else if (!strcmp(argv[i], "--photos") && i + 1 < argc)
+            photos = argv[++i];
+        else if (!strcmp(argv[i], "--files") && i + 1 < argc)
+            nfiles = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            only = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--work") && i + 1 < argc)
+            snprintf(work, sizeof work, "%s", argv[++i]);
+        else
+            die("usage: fs_bench --l3fs BIN [--photos DIR] [--files N] [--reps R] [--work DIR]");
+    }
+    if (!l3fs)
+        die("--l3fs PATH is required");
+    if (reps < 1)
+        reps = 1;
+    if (!work[0]) {
+        snprintf(work, sizeof work, "/var/tmp/l3fs-bench-XXXXXX");
+        if (!mkdtemp(work))
+            die("mkdtemp: %s", strerror(errno));
+    } else if (mkdir(work, 0755) < 0 && errno != EEXIST) {
+        die("mkdir %s", work);
+    }
+    atexit(cleanup);
+    signal(SIGINT, exit);
+
+    struct list pngs = {0};
+    find_files(photos, ".png", &pngs);
+    if (pngs.n == 0)
+        die("no PNGs in %s (scripts/fetch-corpus.sh makes them)", photos);
+    char src[1100], mnt[1100], cache[1100];
+    snprintf(src, sizeof src, "%s/src", work);
+    snprintf(mnt, sizeof mnt, "%s/mnt", work);
+    snprintf(cache, sizeof cache, "%s/cache", work);
+    mkdir(src, 0755);
+    mkdir(mnt, 0755);
+    if (tc_sh("cp %s/*.png '%s'/", photos, src) != 0)
+        die("copy photos");
+    printf("l3fs fs_bench: %zu photos from %s, %d reps (best of), work dir %s\n", pngs.n,
+           photos, reps, work);
+
+    if (!only || only == 1)
+        part_cached(src, mnt, cache, reps);
+    if (!only || only == 2)
+        part_cold(&pngs, src, mnt, reps);
+    if ((!only || only == 3) && nfiles > 0)
+        part_ls(mnt, nfiles, reps);
+    if (!only || only == 4) {
+        char vcache[1100];
+        snprintf(vcache, sizeof vcache, "%s/vcache", work);
+        part_verify(src, mnt, vcache, reps);
     }
     return 0;
 }

@@ -40,3 +40,18 @@ int l3cache_default_check(void *ctx, const void *data, size_t size,
         return L3_ERR_PAYLOAD_CHECKSUM;
     return L3_OK;
 }
+
+int l3cache_default_payload(void *ctx, const void *prefix, size_t size, uint64_t total,
+                            uint64_t *offset_ret, uint64_t *xxh3_64_ret)
+{
+    (void)ctx;
+    (void)total;
+    struct l3_info info;
+    struct l3_layout layout;
+    int st = l3_read_layout(prefix, size, &info, &layout, NULL);
+    if (st != L3_OK)
+        return st;
+    *offset_ret = layout.header_size;
+    *xxh3_64_ret = layout.payload_hash;
+    return L3_OK;
+}

@@ -9,6 +9,7 @@
  *   index.c     the source index: in-memory table over index.log, tail, append,
  *               compaction
  *   object.c    one object: open and check, store atomically, remove
+ *   mapped.c    hashing an object in memory on a mapping, safe against SIGBUS
  *   verified.c  which objects were checked whole and have not changed or left
  *               the page cache since (mincore): what an open must check
  *   claim.c     claims on a key shared through the directory, so that
@@ -85,6 +86,7 @@ struct l3cache {
     uint64_t params_id;         /* [const] */
     int verify;                 /* [const] enum verify_mode */
     int shared;                 /* [const] L3CACHE_SHARED */
+    int read_checks;            /* [const] L3CACHE_READ_CHECKS */
     mode_t dir_mode, file_mode; /* [const] 0700/0600, shared 0755/0644 */
 
     pthread_mutex_t mu;
@@ -143,6 +145,9 @@ int object_open(struct l3cache *c, const struct l3cache_key *key, int *fd_ret,
 /* Runs the check hook at L3CACHE_CHECK_* level on an open object. 0 valid,
  * 1 corrupt, -errno. */
 int object_check(struct l3cache *c, int fd, uint64_t size, int level);
+/* The object of key (an open descriptor's fstat st) found corrupt: removed
+ * if its name still points to st's inode, counted; returns -EBADMSG. */
+int object_corrupt_fd(struct l3cache *c, const struct l3cache_key *key, const struct stat *st);
 /* Removes the object at rel when it is still the inode described by st. */
 void object_remove_if_same(struct l3cache *c, const char *rel, const struct stat *st);
 /* Creates (O_EXCL) rel in fan-out directory sub ("objects/ab"), making or
@@ -160,6 +165,11 @@ int object_memory_fd(struct l3cache *c, const void *data, size_t size);
 int verified_ready(struct l3cache *c, int fd, const struct stat *st);
 /* Bytes this process wrote itself (a store, a memory copy): checked. */
 void verified_add(struct l3cache *c, const struct stat *st);
+
+/* ---- mapped.c ---- */
+/* XXH3-64 of [off, size) of an object whose pages are all in memory, on a
+ * mapping (SIGBUS-safe): 0, or -ENOTSUP / -errno (then read it instead). */
+int mapped_payload_hash(int fd, uint64_t size, uint64_t off, uint64_t *hash_ret);
 
 /* ---- claim.c ---- */
 enum claim_result { CLAIM_OWNED, CLAIM_STORED, CLAIM_NONE };
@@ -202,7 +212,9 @@ uint64_t l3cache_random_u64(void);
 int l3cache_default_encode(void *ctx, const void *png, size_t png_size,
                            const struct l3_encode_options *opts, void **out_ret,
                            size_t *size_ret);
-int l3cache_default_check(void *ctx, const void *data, size_t size, uint64_t total, int full,
+int l3cache_default_check(void *ctx, const void *data, size_t size, uint64_t total, int level,
                           size_t *needed_ret);
+int l3cache_default_payload(void *ctx, const void *prefix, size_t size, uint64_t total,
+                            uint64_t *offset_ret, uint64_t *xxh3_64_ret);
 
 #endif /* L3CACHE_HANDLE_H */

@@ -10,6 +10,10 @@
  * Thread-safety: one l3cache handle may be used by any number of threads at
  * once. Several processes (and hosts, on a shared filesystem) may open the
  * same directory at the same time.
+ *
+ * Signals: checking an object that is in memory hashes it on a mapping; the
+ * library installs a SIGBUS handler once for that (a handler it replaces is
+ * still called for every SIGBUS that is not its own).
  */
 #ifndef L3CACHE_H
 #define L3CACHE_H
@@ -60,6 +64,12 @@ struct l3cache_options {
                                       l3cache_open, eviction only in
                                       l3cache_gc, statistics flushed at close,
                                       no claim heartbeats */
+/* The caller checks every read it serves from an object descriptor with
+ * l3cache_read_ready (a daemon whose reads move pages out of the object's
+ * page cache, as splice with SPLICE_F_MOVE does): an open of an object this
+ * handle checked and that did not change is then served without looking at
+ * its pages, and the pages a read needs are checked at that read. */
+#define L3CACHE_READ_CHECKS 0x20u
 /* A directory shared by several users: created 0755, objects and the index
  * 0644, and sources the caller marks private (L3CACHE_GET_PRIVATE) are never
  * stored in it. Default: a private cache, directories 0700, files 0600. */
@@ -137,6 +147,15 @@ int l3cache_open_key(l3cache *cache, const struct l3cache_key *key,
  * corrupt (-EBADMSG: removed from the directory if its name still points to
  * it, counted). */
 int l3cache_check_fd(l3cache *cache, const struct l3cache_key *key, int fd);
+
+/* Before serving bytes [off, off+len) of an object descriptor (with
+ * L3CACHE_READ_CHECKS): 0 when those pages are in the page cache and the
+ * object was checked since it last changed; else the whole object is checked
+ * now (0), or found corrupt (-EBADMSG: removed if its name still points to it,
+ * counted; serve another copy). map: the caller's mmap(PROT_READ, MAP_SHARED)
+ * of the whole object, or NULL (mapped for the call). */
+int l3cache_read_ready(l3cache *cache, const struct l3cache_key *key, int fd, const void *map,
+                       uint64_t off, uint64_t len);
 
 /* Statistics. `instance` counts this handle since open; `total` is cumulative
  * for the directory (all processes, persisted).

@@ -26,9 +26,18 @@ enum { L3CACHE_CHECK_HEADER = 0, L3CACHE_CHECK_PAYLOAD = 1, L3CACHE_CHECK_WHOLE 
 typedef int (*l3cache_check_fn)(void *ctx, const void *data, size_t size,
                                 uint64_t total, int level, size_t *needed_ret);
 
+/* Where an object's payload is and the checksum it must have, from a header
+ * prefix that passed the L3CACHE_CHECK_HEADER check: 0, or an enum l3_status
+ * value. Lets the payload check stream the object in small reads. */
+typedef int (*l3cache_payload_fn)(void *ctx, const void *prefix, size_t size, uint64_t total,
+                                  uint64_t *offset_ret, uint64_t *xxh3_64_ret);
+
 struct l3cache_internal {
     l3cache_encode_fn encode;   /* NULL: l3_transcode_png */
     l3cache_check_fn check;     /* NULL: l3_read_info / l3_verify */
+    l3cache_payload_fn payload; /* NULL: l3_read_layout with the default check;
+                                   with another check, the payload level reads
+                                   the whole object and asks `check` */
     void *ctx;
     uint32_t format_version;    /* 0: L3_FORMAT_VERSION (part of the key) */
     int verify_full;            /* 1: every hit runs the whole-object check */

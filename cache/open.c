@@ -120,8 +120,11 @@ static struct l3cache *handle_new(const struct l3cache_options *opts,
         c->in = *internal;
     if (!c->in.encode)
         c->in.encode = l3cache_default_encode;
-    if (!c->in.check)
+    if (!c->in.check) {
         c->in.check = l3cache_default_check;
+        if (!c->in.payload)
+            c->in.payload = l3cache_default_payload;
+    }
     if (!c->in.format_version)
         c->in.format_version = L3_FORMAT_VERSION;
     if (!c->in.flush_interval_ms)
@@ -143,6 +146,7 @@ static struct l3cache *handle_new(const struct l3cache_options *opts,
                 : (opts->flags & L3CACHE_TRUST_STORAGE) ? VERIFY_TRUST
                                                         : VERIFY_AUTO;
     c->shared = (opts->flags & L3CACHE_SHARED) != 0;
+    c->read_checks = (opts->flags & L3CACHE_READ_CHECKS) != 0;
     c->dir_mode = c->shared ? 0755 : 0700;
     c->file_mode = c->shared ? 0644 : 0600;
     if (!c->in.claim_beat_ms)

@@ -54,27 +54,47 @@ static int verified_has(struct l3cache *c, const struct stat *st)
     return r;
 }
 
-/* 1 when every page of the file is in the page cache. */
-static int resident(int fd, uint64_t size)
+/* 1 when every page of [off, off+len) of the file (mapped at map, or
+ * mapped here when map is NULL) is in the page cache. */
+static int resident(int fd, const void *map, uint64_t size, uint64_t off, uint64_t len)
 {
-    if (size == 0)
+    if (off >= size || len == 0)
         return 1;
-    long page = sysconf(_SC_PAGESIZE);
-    size_t pages = (size_t)((size + (uint64_t)page - 1) / (uint64_t)page);
-    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED)
-        return 0;
+    if (len > size - off)
+        len = size - off;
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t first = off / page * page, end = off + len;
+    size_t span = (size_t)(end - first), pages = (size_t)((span + page - 1) / page);
+    void *own = NULL;
+    if (!map) {
+        own = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+        if (own == MAP_FAILED)
+            return 0;
+        map = own;
+    }
     unsigned char stackvec[1024], *vec = pages <= sizeof stackvec ? stackvec : malloc(pages);
     int all = 0;
-    if (vec && mincore(map, (size_t)size, vec) == 0) {
+    if (vec && mincore((void *)((const char *)map + first), span, vec) == 0) {
         all = 1;
         for (size_t i = 0; i < pages && all; i++)
             all = vec[i] & 1;
     }
     if (vec != stackvec)
         free(vec);
-    munmap(map, (size_t)size);
+    if (own)
+        munmap(own, (size_t)size);
     return all;
+}
+
+/* The payload checksum checked now (the whole object read). */
+static int check_now(struct l3cache *c, int fd, const struct stat *st)
+{
+    int r = object_check(c, fd, (uint64_t)st->st_size, L3CACHE_CHECK_PAYLOAD);
+    if (r != 0)
+        return r;
+    stats_count(c, &c->inst.verified, 1);
+    verified_add(c, st);
+    return 0;
 }
 
 int verified_ready(struct l3cache *c, int fd, const struct stat *st)
@@ -82,12 +102,27 @@ int verified_ready(struct l3cache *c, int fd, const struct stat *st)
     uint64_t size = (uint64_t)st->st_size;
     if (c->verify == VERIFY_TRUST)
         return object_check(c, fd, size, L3CACHE_CHECK_HEADER);
-    if (c->verify == VERIFY_AUTO && verified_has(c, st) && resident(fd, size))
+    /* with read checks, the pages are looked at when a read needs them */
+    if (c->verify == VERIFY_AUTO && verified_has(c, st) &&
+        (c->read_checks || resident(fd, NULL, size, 0, size)))
         return 0;
-    int r = object_check(c, fd, size, L3CACHE_CHECK_PAYLOAD);
-    if (r != 0)
+    return check_now(c, fd, st);
+}
+
+int l3cache_read_ready(l3cache *c, const struct l3cache_key *key, int fd, const void *map,
+                       uint64_t off, uint64_t len)
+{
+    if (!c || !key || fd < 0)
+        return -EINVAL;
+    if (c->verify != VERIFY_AUTO)
+        return 0; /* TRUST: never; ALWAYS: at every open */
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return -errno;
+    if (verified_has(c, &st) && resident(fd, map, (uint64_t)st.st_size, off, len))
+        return 0;
+    int r = check_now(c, fd, &st);
+    if (r <= 0)
         return r;
-    stats_count(c, &c->inst.verified, 1);
-    verified_add(c, st);
-    return 0;
+    return object_corrupt_fd(c, key, &st);
 }

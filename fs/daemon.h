@@ -234,7 +234,12 @@ int l3_held_by_readers(struct node *n, const struct l3cache_source *src);
  * *miss_ret: it was encoded for this open; *keep_ret: the kernel's cached
  * pages are still valid. Counts an open handle (l3_closed undoes it). */
 int l3_open(struct l3fs_daemon *d, struct node *n, int *fd_ret, uint64_t *size_ret,
-            int *miss_ret, int *keep_ret);
+            struct l3cache_key *key_ret, int *miss_ret, int *keep_ret);
+/* A read found the object an open handle serves (key) corrupt, and the cache
+ * removed it: a correct copy (encoded again while the source is that
+ * version) in *fd_ret, or -EIO. */
+int l3_reopen(struct l3fs_daemon *d, struct node *n, const struct l3cache_key *key,
+              uint64_t size, int *fd_ret);
 void l3_closed(struct l3fs_daemon *d, struct node *n);
 
 /* ---- ctl.c ---- */

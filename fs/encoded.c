@@ -360,8 +360,20 @@ static int object_again_locked(struct l3fs_daemon *d, struct node *n, int *fd_re
     return r;
 }
 
+int l3_reopen(struct l3fs_daemon *d, struct node *n, const struct l3cache_key *key,
+              uint64_t size, int *fd_ret)
+{
+    note_repaired(n, 1);
+    int miss = 0, r = -EIO;
+    pthread_mutex_lock(&n->lock);
+    if (n->have && key_eq(key, &n->key) && n->size == size)
+        r = object_again_locked(d, n, fd_ret, &miss);
+    pthread_mutex_unlock(&n->lock);
+    return r < 0 ? -EIO : 0;
+}
+
 int l3_open(struct l3fs_daemon *d, struct node *n, int *fd_ret, uint64_t *size_ret,
-            int *miss_ret, int *keep_ret)
+            struct l3cache_key *key_ret, int *miss_ret, int *keep_ret)
 {
     int r = 0, keep = 1;
     *miss_ret = 0;
@@ -390,6 +402,7 @@ int l3_open(struct l3fs_daemon *d, struct node *n, int *fd_ret, uint64_t *size_r
         n->opened = 1;
         n->opened_key = n->key;
         *size_ret = n->size;
+        *key_ret = n->key;
         *keep_ret = keep;
     }
     pthread_mutex_unlock(&n->lock);

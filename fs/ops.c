@@ -8,8 +8,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -26,15 +28,30 @@ static double timeout_for(struct l3fs_daemon *d, int kind)
 }
 
 /* An open file. */
+/* An open file. */
 struct fh {
     int refs;            /* [atomic] release + control-file reads in flight */
     struct node *node;   /* .l3: the node (alive while open) */
-    int fd;              /* object / source file; -1 for control files */
+    int fd;              /* [atomic] object / source file; -1 for control files */
     int kind;
     uint64_t size;       /* .l3: object size */
+    struct l3cache_key key; /* .l3: the object's key */
+    void *map;           /* [atomic] .l3: mapping of the object (mincore), or NULL */
+    pthread_mutex_t lock; /* .l3: a repair (a read found the object corrupt) */
+    int old_fd[4];       /* [lock] descriptors and mappings replaced by repairs, */
+    void *old_map[4];    /* [lock] closed at release (reads may still use them) */
+    int nold;            /* [lock] */
     char *buf;           /* control files: the snapshot */
     size_t len;
 };
+
+static void *map_object(int fd, uint64_t size)
+{
+    if (size == 0 || size > SIZE_MAX)
+        return NULL;
+    void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+    return m == MAP_FAILED ? NULL : m;
+}
 
 static void fh_put(struct fh *h)
 {
@@ -42,8 +59,41 @@ static void fh_put(struct fh *h)
         return;
     if (h->fd >= 0)
         close(h->fd);
+    if (h->map)
+        munmap(h->map, (size_t)h->size);
+    for (int i = 0; i < h->nold; i++) {
+        close(h->old_fd[i]);
+        if (h->old_map[i])
+            munmap(h->old_map[i], (size_t)h->size);
+    }
+    if (h->kind == NK_L3)
+        pthread_mutex_destroy(&h->lock);
     free(h->buf);
     free(h);
+}
+
+/* Before a read of a .l3: the pages it needs were checked since they left the
+ * disk (l3cache_read_ready); a corrupt object is replaced by a correct copy
+ * for this handle. The descriptor to read from, or -EIO. */
+static int fh_read_fd(struct l3fs_daemon *d, struct fh *h, off_t off, size_t size)
+{
+    int fd = __atomic_load_n(&h->fd, __ATOMIC_ACQUIRE);
+    void *map = __atomic_load_n(&h->map, __ATOMIC_ACQUIRE);
+    int r = l3cache_read_ready(d->cache, &h->key, fd, map, (uint64_t)off, size);
+    if (r != -EBADMSG)
+        return r < 0 ? -EIO : fd;
+    pthread_mutex_lock(&h->lock);
+    int nfd = -1;
+    if (__atomic_load_n(&h->fd, __ATOMIC_ACQUIRE) != fd) {
+        nfd = h->fd; /* another read repaired it meanwhile */
+    } else if (h->nold < 4 && l3_reopen(d, h->node, &h->key, h->size, &nfd) == 0) {
+        h->old_fd[h->nold] = fd;
+        h->old_map[h->nold++] = map;
+        __atomic_store_n(&h->map, map_object(nfd, h->size), __ATOMIC_RELEASE);
+        __atomic_store_n(&h->fd, nfd, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&h->lock);
+    return nfd >= 0 ? nfd : -EIO;
 }
 
 /* -------------------------------------------------------------- lookup */
@@ -240,10 +290,12 @@ static int open_l3(struct l3fs_daemon *d, struct node *n, struct fh *h,
 {
     COUNT(d, l3_opens, 1);
     int miss = 0, keep = 0;
-    int r = l3_open(d, n, &h->fd, &h->size, &miss, &keep);
+    int r = l3_open(d, n, &h->fd, &h->size, &h->key, &miss, &keep);
     if (r < 0)
         return r;
     h->node = n;
+    pthread_mutex_init(&h->lock, NULL);
+    h->map = map_object(h->fd, h->size);
     if (miss)
         COUNT(d, l3_open_misses, 1);
     else
@@ -304,7 +356,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         fh_put(h);
         return;
     }
+    int fd = h->fd;
     if (h->kind == NK_L3) {
+        if ((fd = fh_read_fd(d, h, off, size)) < 0) {
+            fuse_reply_err(req, -fd);
+            return;
+        }
         if ((uint64_t)off < h->size) {
             uint64_t k = h->size - (uint64_t)off;
             COUNT(d, bytes_served, k < size ? k : size);
@@ -314,7 +371,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     }
     struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
     buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-    buf.buf[0].fd = h->fd;
+    buf.buf[0].fd = fd;
     buf.buf[0].pos = off;
     fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
 }

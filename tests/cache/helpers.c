@@ -70,11 +70,24 @@ int fake_check(void *ctx, const void *data, size_t size, uint64_t total, int lev
     return 0;
 }
 
+int fake_payload(void *ctx, const void *prefix, size_t size, uint64_t total,
+                 uint64_t *offset_ret, uint64_t *xxh3_64_ret)
+{
+    (void)ctx;
+    (void)total;
+    if (size < FAKE_HDR)
+        return L3_ERR_TRUNCATED;
+    *offset_ret = FAKE_HDR;
+    *xxh3_64_ret = l3_rd_u64le((const uint8_t *)prefix + 24);
+    return 0;
+}
+
 void fake_internal(struct l3cache_internal *in, struct fake_codec *fc)
 {
     memset(in, 0, sizeof(*in));
     in->encode = fake_encode;
     in->check = fake_check;
+    in->payload = fake_payload;
     in->ctx = fc;
     in->flush_interval_ms = 200;
     in->scan_interval_ms = 200;

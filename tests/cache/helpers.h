@@ -25,6 +25,8 @@ int fake_encode(void *ctx, const void *png, size_t png_size,
                 const struct l3_encode_options *opts, void **out_ret, size_t *size_ret);
 int fake_check(void *ctx, const void *data, size_t size, uint64_t total, int level,
                size_t *needed_ret);
+int fake_payload(void *ctx, const void *prefix, size_t size, uint64_t total,
+                 uint64_t *offset_ret, uint64_t *xxh3_64_ret);
 /* internal options using the fake codec with fast timers */
 void fake_internal(struct l3cache_internal *in, struct fake_codec *fc);
 

@@ -28,6 +28,7 @@ int cmd_gen_tree(int argc, char **argv);
 int cmd_gen_hostile(int argc, char **argv);
 int cmd_gen_many(int argc, char **argv);
 int cmd_gen_variant(int argc, char **argv);
+int cmd_churn(int argc, char **argv); /* churn.c */
 extern int st_png_level;
 
 #endif

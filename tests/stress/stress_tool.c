@@ -10,6 +10,7 @@
  *   stress_tool escape MNT FILE DIR              every kind of write -> EROFS
  *   stress_tool as-user UID GID PATH             open+read as another user
  *   stress_tool json FILE DOTTED.PATH            a number from stats.json
+ *   stress_tool churn SRC MNT [opts]             readers while sources change (churn.c)
  *
  * The expected bytes of a .l3 file are computed here, independently of the
  * daemon and its cache: l3_transcode_png() of the source with the default
@@ -1063,7 +1064,7 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: stress_tool gen-tree|gen-hostile|gen-many|oracle|verify|load|"
-                        "lsdir|escape|as-user|json ...\n");
+                        "lsdir|escape|as-user|json|churn ...\n");
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -1091,6 +1092,8 @@ int main(int argc, char **argv)
         return cmd_as_user(argc, argv);
     if (!strcmp(c, "json"))
         return cmd_json(argc, argv);
+    if (!strcmp(c, "churn"))
+        return cmd_churn(argc, argv);
     fprintf(stderr, "stress_tool: unknown command %s\n", c);
     return 2;
 }
