@@ -11,6 +11,16 @@
 #   hostile    fuzzed/truncated/bit-flipped PNGs, bombs, FIFOs, odd names,
 #              50 levels, a directory with 100,000 entries
 #   escape     symlinks out of SOURCE, `..`, every kind of write, other users
+#   bitrot     cache objects rotted on disk (under the filesystem: no metadata
+#              change) at rest and while mounted with the page cache dropped
+#   churn      8 readers while sources are rewritten in place (mtime
+#              restored), renamed over, deleted and recreated, created; with
+#              and without the watcher
+#   privacy    another local user and the cache of a 0600 source; --cache-shared
+#   gluster    two daemons sharing a cache on a GlusterFS volume (two clients):
+#              cold in the same order, kill -9, clear and gc from a third
+#              client, ENOSPC (the volume comes from scripts/gluster.sh:
+#              L3_GLUSTER, L3_GLUSTER_SMALL; L3_GLUSTER_SKIP says why not)
 #
 # Environment: L3FS (daemon binary; the ASan build's binary in the ASan
 # build), STRESS_TOOL (tests/stress/stress_tool), L3_STRESS=1 for the long
@@ -567,8 +577,257 @@ sc_escape() {
     umount_l3fs "$m" "$pid" "$log"
 }
 
+# ================================================================ bitrot
+# rot_raw FILE OFFSET IMAGE: flips a byte of FILE (on the ext4 filesystem in
+# IMAGE, mounted through a loop device) in the image itself: the filesystem
+# sees no write, mtime and ctime stay. The file's pages must be out of the
+# page cache before it is read again (drop_caches).
+rot_raw() {
+    local f=$1 off=$2 img=$3 bs=4096 blk ext phys
+    sync
+    blk=$(( off / bs ))
+    # filefrag -v: "N: lstart.. lend: pstart.. pend: len:"
+    phys=$(filefrag -v -b$bs "$f" | awk -v b="$blk" -F'[:. ]+' '
+        /^ *[0-9]+:/ { ls=$3; le=$4; ps=$5; if (b >= ls && b <= le) { print ps + (b - ls); exit } }')
+    [ -n "$phys" ] || { echo "no extent for block $blk of $f"; return 1; }
+    local at=$(( phys * bs + off % bs ))
+    local byte; byte=$(od -An -tu1 -j "$at" -N1 "$img" | tr -d ' ')
+    printf "\\$(printf %03o $(( (byte ^ 0x5a) & 255 )))" |
+        dd of="$img" bs=1 seek="$at" conv=notrunc,fsync status=none
+}
+# objects_of CACHE: the object files, one a line
+objects_of() { find "$1/objects" -name '*.l3' | sort; }
+sc_bitrot() {
+    need_root "a loop device and drop_caches"
+    command -v filefrag >/dev/null || skip "filefrag (e2fsprogs) is missing"
+    "$TOOL" gen-tree "$W/src" 80 9 160 >/dev/null || return 1
+    "$TOOL" oracle "$W/src" "$W/oracle" >/dev/null || return 1
+    truncate -s 192M "$W/disk.img" && mkfs.ext4 -q -F -b 4096 "$W/disk.img" >/dev/null 2>&1 ||
+        skip "mkfs.ext4 failed"
+    mkdir -p "$W/disk"
+    mount -o loop "$W/disk.img" "$W/disk" 2>/dev/null || skip "cannot mount a loop device here"
+    TMPFS+=("$W/disk")
+    local cache=$W/disk/cache log=$W/l3fs.log pid n=6
+    mount_l3fs "$W/src" "$W/mnt" "$cache" "$log" || return 1
+    pid=$DPID
+    "$TOOL" verify "$W/mnt" "$W/oracle" --threads 2 --label "fill the cache" >/dev/null ||
+        fail "filling the cache"
+    umount_l3fs "$W/mnt" "$pid" "$log"
+    local objs; mapfile -t objs < <(objects_of "$cache")
+    echo "-- at rest: $n of ${#objs[@]} objects rotted under the filesystem (mid-payload and near the end)"
+    local i f sz before after
+    for i in $(seq 0 $((n - 1))); do
+        f=${objs[$((i * 7 % ${#objs[@]}))]}
+        sz=$(stat -c %s "$f")
+        before=$(stat -c '%Y %Z' "$f")
+        rot_raw "$f" $(( i % 2 ? sz - 3 : sz / 2 )) "$W/disk.img" || { fail "rot $f"; return 1; }
+        after=$(stat -c '%Y %Z' "$f")
+        [ "$before" = "$after" ] || fail "the rot changed $f's times"
+    done
+    drop_caches
+    mount_l3fs "$W/src" "$W/mnt" "$cache" "$log" || return 1
+    pid=$DPID
+    check "at rest: every file right through the mount (bytes and pixels)" "$TOOL" verify \
+        "$W/mnt" "$W/oracle" --pixels --threads 2 --label "after rot at rest"
+    local rep enc; rep=$(stat_num "$W/mnt" cache.instance.corrupt_repaired); enc=$(stat_num "$W/mnt" fs.encodes)
+    echo "   corrupt_repaired=$rep encodes=$enc"
+    check "at rest: the $n rotted objects found and encoded again ($rep repaired, $enc encodes)" \
+        test "$rep" -eq "$n" -a "$enc" -eq "$n"
+
+    echo "-- mounted: $n other objects rotted the same way, page cache dropped, every file read again"
+    mapfile -t objs < <(objects_of "$cache")
+    for i in $(seq 0 $((n - 1))); do
+        f=${objs[$(( (i * 11 + 3) % ${#objs[@]} ))]}
+        sz=$(stat -c %s "$f")
+        rot_raw "$f" $(( i % 2 ? sz / 3 : sz - 9 )) "$W/disk.img" || { fail "rot $f"; return 1; }
+    done
+    drop_caches
+    check "mounted, page cache dropped: every file right (bytes and pixels)" "$TOOL" verify \
+        "$W/mnt" "$W/oracle" --pixels --threads 2 --label "after rot while mounted"
+    local rep2 enc2; rep2=$(stat_num "$W/mnt" cache.instance.corrupt_repaired); enc2=$(stat_num "$W/mnt" fs.encodes)
+    echo "   corrupt_repaired=$rep2 encodes=$enc2"
+    check "mounted: $n more rotted objects found and encoded again ($((rep2 - rep)) repaired, $((enc2 - enc)) encodes)" \
+        test "$((rep2 - rep))" -eq "$n" -a "$((enc2 - enc))" -eq "$n"
+    local lines; lines=$(grep -c 'failed its payload checksum' "$log")
+    check "each repair logged once ($lines lines for $((2 * n)) objects)" test "$lines" -eq $((2 * n))
+    umount_l3fs "$W/mnt" "$pid" "$log"
+    check "cache verifies clean" verify_cache "$cache"
+}
+
+# ================================================================= churn
+sc_churn() {
+    local secs=10
+    [ "$LONG" = 1 ] && secs=60
+    local mode
+    for mode in watch no-watch; do
+        rm -rf "$W/src" "$W/cache"; mkdir -p "$W/src"
+        "$TOOL" churn "$W/src" "$W/mnt" --create-only || return 1
+        local log=$W/churn-$mode.log
+        if [ $mode = watch ]; then
+            mount_l3fs "$W/src" "$W/mnt" "$W/cache" "$log" || return 1
+        else
+            mount_l3fs "$W/src" "$W/mnt" "$W/cache" "$log" --no-watch || return 1
+        fi
+        local pid=$DPID
+        echo "-- $mode: 8 readers for ${secs} s while the sources change"
+        check "churn, $mode: no other file's content, no torn read, errors only near changes" \
+            "$TOOL" churn "$W/src" "$W/mnt" --readers 8 --seconds "$secs" --bound-ms 1500
+        umount_l3fs "$W/mnt" "$pid" "$log"
+    done
+}
+
+# =============================================================== privacy
+# readable_cache_files UID CACHE: files of CACHE another user can open
+readable_cache_files() {
+    local u=$1 c=$2 n=0 f
+    while IFS= read -r f; do
+        "$TOOL" as-user "$u" "$u" "$f" >/dev/null 2>&1 && n=$((n + 1))
+    done < <(find "$c" -type f)
+    echo "$n"
+}
+sc_privacy() {
+    need_root "another user (setresuid)"
+    local nob=65534
+    "$TOOL" gen-tree "$W/src" 12 10 48 >/dev/null || return 1
+    chmod 0755 "$W" "$W/src"
+    find "$W/src" -type d -exec chmod 0755 {} +
+    chmod 0600 "$W/src/d00/img_00000.png" "$W/src/d00/img_00001.png"
+    local priv=2 pngs; pngs=$(find "$W/src" -name '*.png' | wc -l)
+    local log=$W/l3fs.log pid
+    echo "-- default (private) cache, allow_other"
+    mount_l3fs "$W/src" "$W/mnt" "$W/cache" "$log" -o allow_other || return 1
+    pid=$DPID
+    find "$W/mnt" -name '*.l3' -exec cat {} + >/dev/null
+    check "cache directory private: $(stat -c %a "$W/cache")" test "$(stat -c %a "$W/cache")" = 700
+    local r; r=$(readable_cache_files $nob "$W/cache")
+    check "as uid $nob: no file of the cache readable ($r readable)" test "$r" -eq 0
+    "$TOOL" as-user $nob $nob "$W/mnt/d00/img_00000.l3"; local e=$?
+    check "as uid $nob: the mount refuses the 0600 source's .l3 (EACCES, got $e)" test "$e" -eq 13
+    "$TOOL" as-user $nob $nob "$W/mnt/d00/img_00002.l3"; e=$?
+    check "as uid $nob: a 0644 source's .l3 reads" test "$e" -eq 0
+    "$TOOL" as-user $nob $nob "$W/mnt/.l3fs/stats.json"; e=$?
+    check "as uid $nob: stats.json under allow_other is the owner's (EACCES, got $e)" test "$e" -eq 13
+    umount_l3fs "$W/mnt" "$pid" "$log"
+    echo "-- --cache-shared: 0755/0644, private sources kept out"
+    mount_l3fs "$W/src" "$W/mnt" "$W/shared" "$log" -o allow_other --cache-shared || return 1
+    pid=$DPID
+    find "$W/mnt" -name '*.l3' -exec cat {} + >/dev/null
+    local objs; objs=$(find "$W/shared/objects" -name '*.l3' | wc -l)
+    check "shared cache: $objs objects for $pngs PNGs, none of the $priv private ones" \
+        test "$objs" -le $(( pngs - priv ))
+    r=$(readable_cache_files $nob "$W/shared/objects")
+    check "shared cache: every object readable by others ($r of $objs)" test "$r" -eq "$objs"
+    "$TOOL" as-user $nob $nob "$W/mnt/d00/img_00000.l3"; e=$?
+    check "shared cache: the mount still refuses the 0600 source (EACCES, got $e)" test "$e" -eq 13
+    umount_l3fs "$W/mnt" "$pid" "$log"
+}
+
+# =============================================================== gluster
+sc_gluster() {
+    [ -n "${L3_GLUSTER:-}" ] || skip "no GlusterFS volume (${L3_GLUSTER_SKIP:-L3_GLUSTER is not set: scripts/test.sh sets one up})"
+    local G=$L3_GLUSTER n=120
+    [ "$LONG" = 1 ] && n=600
+    "$TOOL" gen-tree "$W/src" "$n" 11 160 >/dev/null || return 1
+    "$TOOL" oracle "$W/src" "$W/oracle" >/dev/null || return 1
+    local uniq; uniq=$(awk -F'\t' '$1 == 1 { print $4 $5 }' "$W/oracle" | sort -u | wc -l)
+    local ca=$G/a/cache-$$ cb=$G/b/cache-$$ cc=$G/c/cache-$$ p1 p2
+
+    echo "-- two daemons, caches on two clients of one volume, cold, same order, same moment"
+    mount_l3fs "$W/src" "$W/m1" "$ca" "$W/a.log" || return 1; p1=$DPID
+    mount_l3fs "$W/src" "$W/m2" "$cb" "$W/b.log" || return 1; p2=$DPID
+    "$TOOL" verify "$W/m1" "$W/oracle" --threads 2 --label "daemon 1, cold" > "$W/v1" 2>&1 &
+    local v1=$!
+    "$TOOL" verify "$W/m2" "$W/oracle" --threads 2 --label "daemon 2, cold" > "$W/v2" 2>&1 &
+    local v2=$!
+    wait $v1; local r1=$?; wait $v2; local r2=$?
+    sed 's/^/   /' "$W/v1" "$W/v2" | grep -v '^   PASS' | head -20
+    check "cold, both daemons: every byte right" test $r1 -eq 0 -a $r2 -eq 0
+    local e1 e2; e1=$(stat_num "$W/m1" fs.encodes); e2=$(stat_num "$W/m2" fs.encodes)
+    local w1 w2; w1=$(stat_num "$W/m1" cache.instance.claim_waits); w2=$(stat_num "$W/m2" cache.instance.claim_waits)
+    echo "   encodes: $e1 + $e2 = $((e1 + e2)) for $uniq distinct PNGs ($(awk "BEGIN { printf \"%.2f\", ($e1 + $e2) / $uniq }")x); claim waits $w1 + $w2"
+    check "encodes <= 1.15 x distinct files ($((e1 + e2)) for $uniq)" \
+        test $(( (e1 + e2) * 100 )) -le $(( uniq * 115 ))
+    umount_l3fs "$W/m1" "$p1" "$W/a.log"
+    umount_l3fs "$W/m2" "$p2" "$W/b.log"
+    check "shared cache verifies clean" verify_cache "$ca"
+
+    echo "-- kill -9 of one daemon in the middle of a cold pass"
+    "$L3FS" cache clear --cache-dir "$ca" >/dev/null
+    mount_l3fs "$W/src" "$W/m1" "$ca" "$W/a.log" --jobs 2 || return 1; p1=$DPID
+    mount_l3fs "$W/src" "$W/m2" "$cb" "$W/b.log" --jobs 2 || return 1; p2=$DPID
+    "$TOOL" load "$W/m1" "$W/oracle" --pass --threads 8 --seconds 120 --tolerate-errors \
+        --label "daemon 1 (killed)" > "$W/l1" 2>&1 &
+    local l1=$!
+    "$TOOL" verify "$W/m2" "$W/oracle" --threads 2 --label "daemon 2, through the kill" > "$W/v2" 2>&1 &
+    v2=$!
+    local t0=$SECONDS
+    while [ "$(find "$ca/objects" -name '*.l3' 2>/dev/null | wc -l)" -lt $(( uniq / 3 )) ] &&
+          [ $(( SECONDS - t0 )) -lt 60 ]; do sleep 0.05; done
+    local at; at=$(find "$ca/objects" -name '*.l3' | wc -l)
+    kill -9 "$p1"; wait "$p1" 2>/dev/null; fusermount3 -u -z "$W/m1"
+    wait $l1
+    wait $v2; r2=$?
+    echo "   killed daemon 1 at $at of $uniq objects"
+    check "kill -9: the other daemon read every file right" test $r2 -eq 0
+    mount_l3fs "$W/src" "$W/m1" "$ca" "$W/a.log" || return 1; p1=$DPID
+    check "kill -9: after a remount every file right (bytes and pixels)" "$TOOL" verify "$W/m1" \
+        "$W/oracle" --pixels --threads 2 --label "remount after kill -9"
+    umount_l3fs "$W/m1" "$p1" "$W/a.log"
+    umount_l3fs "$W/m2" "$p2" "$W/b.log"
+    check "kill -9: verify clean" verify_cache "$ca"
+    check "kill -9: no temp file left" no_temp_files "$ca"
+
+    echo "-- cache clear and gc from a third client while both daemons fill the cache"
+    mount_l3fs "$W/src" "$W/m1" "$ca" "$W/a.log" || return 1; p1=$DPID
+    mount_l3fs "$W/src" "$W/m2" "$cb" "$W/b.log" || return 1; p2=$DPID
+    "$L3FS" cache clear --cache-dir "$cc" >/dev/null || fail "clear (before)"
+    "$TOOL" load "$W/m1,$W/m2" "$W/oracle" --threads 8 --seconds 10 --label "both daemons" > "$W/l1" 2>&1 &
+    l1=$!
+    local k
+    for k in 1 2 3 4 5 6; do
+        sleep 0.8
+        "$L3FS" cache clear --cache-dir "$cc" >/dev/null || fail "clear from the third client"
+        sleep 0.4
+        "$L3FS" cache gc --cache-dir "$cc" --cache-size 1M >/dev/null || fail "gc from the third client"
+    done
+    wait $l1; local rl=$?
+    sed 's/^/   /' "$W/l1" | tail -3
+    check "clear/gc: every byte right under load" test $rl -eq 0
+    local wf1 wf2 wd1 wd2
+    wf1=$(stat_num "$W/m1" cache.instance.write_failures); wf2=$(stat_num "$W/m2" cache.instance.write_failures)
+    wd1=$(stat_num "$W/m1" cache.writes_disabled); wd2=$(stat_num "$W/m2" cache.writes_disabled)
+    echo "   write failures $wf1 + $wf2, writes disabled $wd1 / $wd2"
+    check "clear/gc: no write failures, writes never disabled" test "$wf1" -eq 0 -a "$wf2" -eq 0 -a "$wd1" = 0 -a "$wd2" = 0
+    "$TOOL" verify "$W/m1" "$W/oracle" --threads 2 --label "refill" >/dev/null
+    local objs; objs=$(find "$ca/objects" -name '*.l3' | wc -l)
+    check "clear/gc: the cache refills ($objs objects)" test "$objs" -ge $(( uniq * 9 / 10 ))
+    check "clear/gc: no 'disk full or read-only' message" sh -c "! grep -qi 'disk full\|read-only' '$W/a.log' '$W/b.log'"
+    umount_l3fs "$W/m1" "$p1" "$W/a.log"
+    umount_l3fs "$W/m2" "$p2" "$W/b.log"
+    rm -rf "$ca"
+
+    if [ -n "${L3_GLUSTER_SMALL:-}" ]; then
+        echo "-- ENOSPC: the cache on a volume with 1 MiB left"
+        local S=$L3_GLUSTER_SMALL
+        dd if=/dev/zero of="$S/filler-$$" bs=1M 2>/dev/null
+        truncate -s -1M "$S/filler-$$"
+        mount_l3fs "$W/src" "$W/m1" "$S/cache-$$" "$W/small.log" || return 1; p1=$DPID
+        check "ENOSPC: every file right" "$TOOL" verify "$W/m1" "$W/oracle" --threads 2 \
+            --label "volume full"
+        wf1=$(stat_num "$W/m1" cache.instance.write_failures)
+        echo "   write_failures=$wf1; df: $(df -k "$S" | awk 'NR==2 {print $3 " of " $2 " kB"}')"
+        umount_l3fs "$W/m1" "$p1" "$W/small.log"
+        local lines; lines=$(grep -ci 'cannot store objects' "$W/small.log")
+        sed 's/^/   log: /' "$W/small.log" | grep -i 'cannot store' | head -2
+        check "ENOSPC: write failures counted ($wf1) and logged once ($lines), naming the error" \
+            sh -c "test '$wf1' -ge 1 -a '$lines' -eq 1 && grep -qi 'no space left' '$W/small.log'"
+        rm -rf "$S/cache-$$" "$S/filler-$$"
+    fi
+}
+
 case $scenario in
-load | kill9 | diskfull | twomounts | srcchange | hostile | escape) "sc_$scenario" || fail "$scenario aborted" ;;
+load | kill9 | diskfull | twomounts | srcchange | hostile | escape | bitrot | churn | privacy | gluster)
+    "sc_$scenario" || fail "$scenario aborted" ;;
 *) echo "unknown scenario $scenario"; exit 2 ;;
 esac
 finish
