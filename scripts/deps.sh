@@ -14,6 +14,8 @@ pkgs=(
   rsync gnuplot-nox                 # filesystem tests; benchmark chart
   prometheus                        # promtool check metrics on a live mount (tests/fs/test_ops.sh)
   help2man groff-base               # man pages l3(1), l3fs(8) from --help; groff checks them
+  glusterfs-server glusterfs-client # a real distributed filesystem for the shared-cache tests
+  e2fsprogs                         # mkfs.ext4, filefrag: cache objects rotted under ext4 (bit-rot test)
 )
 missing=()
 for p in "${pkgs[@]}" ${L3_EXTRA_PKGS:-}; do

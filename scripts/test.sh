@@ -19,6 +19,17 @@ scripts/deps.sh
 scripts/fetch-pngsuite.sh || echo "== warning: PngSuite not fetched; its codec tests will be skipped" >&2
 # ---- end PngSuite ----
 
+# ---- a GlusterFS volume (two daemons sharing a cache on a real distributed
+# filesystem: tests/stress, scenario gluster). scripts/gluster.sh prints
+# L3_GLUSTER=... or L3_GLUSTER_SKIP="reason"; without one the scenario skips
+# with that reason (counted in the totals). ----
+gluster_dir=/var/tmp/l3fs-gluster-$$
+eval "$(scripts/gluster.sh up "$gluster_dir")"
+export L3_GLUSTER=${L3_GLUSTER:-} L3_GLUSTER_SMALL=${L3_GLUSTER_SMALL:-} L3_GLUSTER_SKIP=${L3_GLUSTER_SKIP:-}
+[ -z "$L3_GLUSTER_SKIP" ] || echo "== GlusterFS not available: $L3_GLUSTER_SKIP (stress-gluster will skip)"
+trap 'scripts/gluster.sh down "$gluster_dir"' EXIT
+# ---- end GlusterFS ----
+
 jobs=$(nproc)
 steps=${L3_TEST_STEPS:-main asan fuzz}
 ran=() # build dirs whose tests ran

@@ -68,7 +68,7 @@ static void pixels_of(uint32_t id, uint32_t version, uint8_t *px)
 {
     uint64_t s = ((uint64_t)id << 32 | version) * 0x9e3779b97f4a7c15ull + 1;
     for (size_t i = 0; i < (size_t)W * H * 3; i++)
-        px[i] = (uint8_t)st_rnd(&s);
+        px[i] = (uint8_t)tc_splitmix64(&s);
     px[0] = (uint8_t)(id >> 8);
     px[1] = (uint8_t)id;
     for (int k = 0; k < 4; k++)
@@ -162,8 +162,8 @@ static void *writer(void *arg)
     uint64_t s = 12345;
     while (!atomic_load(&C.stop)) {
         int n = atomic_load(&C.names);
-        int op = (int)(st_rnd(&s) % 8);
-        int i = (int)(st_rnd(&s) % (uint64_t)C.files);
+        int op = (int)(tc_splitmix64(&s) % 8);
+        int i = (int)(tc_splitmix64(&s) % (uint64_t)C.files);
         if (op < 3) {
             op_in_place(i);
         } else if (op < 5) {
@@ -298,7 +298,7 @@ static void *reader(void *arg)
     uint8_t *buf = malloc(cap);
     while (buf && !atomic_load(&C.stop)) {
         int n = atomic_load(&C.names);
-        read_one((int)(st_rnd(&s) % (uint64_t)n), buf, cap);
+        read_one((int)(tc_splitmix64(&s) % (uint64_t)n), buf, cap);
     }
     free(buf);
     return NULL;
