@@ -57,6 +57,10 @@ struct l3cache_internal {
     unsigned claim_wait_ms;     /* longest wait for another's claim before
                                    encoding anyway; 0: 120 s */
     int no_claims;              /* 1: never claim (tests of the old behaviour) */
+    /* fault injection: called after an object's temp file is written and
+     * closed, before it is linked to its name (tmprel is relative to the
+     * cache directory, dirfd); NULL: nothing */
+    void (*before_link)(void *ctx, int dirfd, const char *tmprel);
 };
 
 int l3cache_open_internal(const struct l3cache_options *opts,

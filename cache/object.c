@@ -278,13 +278,11 @@ static int publish(struct l3cache *c, const char *tmprel, const char *rel, int *
     return -errno;
 }
 
-int object_store(struct l3cache *c, const struct l3cache_key *key, const void *data,
-                 size_t size, int *created_ret)
+/* One attempt of object_store. */
+static int store_once(struct l3cache *c, const char *sub, const char *rel, const void *data,
+                      size_t size, int *created_ret)
 {
-    char rel[64], sub[16], tmpname[160], tmprel[192];
-    l3cache_object_relpath(key, rel);
-    memcpy(sub, rel, 10);
-    sub[10] = 0; /* "objects/ab" */
+    char tmpname[160], tmprel[192];
     int r = l3cache_temp_name(tmpname, sizeof(tmpname));
     if (r < 0)
         return r;
@@ -301,6 +299,8 @@ int object_store(struct l3cache *c, const struct l3cache_key *key, const void *d
         r = -errno;
     if (close(fd) != 0 && r == 0)
         r = -errno; /* NFS reports write-back errors at close */
+    if (r == 0 && c->in.before_link)
+        c->in.before_link(c->in.ctx, c->dirfd, tmprel);
     if (r == 0)
         r = publish(c, tmprel, rel, created_ret);
     unlinkat(c->dirfd, tmprel, 0);
@@ -313,6 +313,24 @@ int object_store(struct l3cache *c, const struct l3cache_key *key, const void *d
         now.st_ino == tmp.st_ino && now.st_dev == tmp.st_dev)
         verified_add(c, &now);
     return r;
+}
+
+int object_store(struct l3cache *c, const struct l3cache_key *key, const void *data,
+                 size_t size, int *created_ret)
+{
+    char rel[64], sub[16];
+    l3cache_object_relpath(key, rel);
+    memcpy(sub, rel, 10);
+    sub[10] = 0; /* "objects/ab" */
+    /* A temp file or fan-out directory removed under the writer (`cache
+     * clear` or gc of another process or host: ENOENT, or ESTALE on a
+     * network filesystem) is written again from the start. */
+    int r;
+    for (int i = 0;; i++) {
+        r = store_once(c, sub, rel, data, size, created_ret);
+        if ((r != -ENOENT && r != -ESTALE) || i == FANOUT_RETRIES)
+            return r;
+    }
 }
 
 int object_memory_fd(struct l3cache *c, const void *data, size_t size)

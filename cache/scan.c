@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "handle.h"
@@ -258,9 +259,16 @@ int l3cache_verify_all(l3cache *c, uint64_t *checked_ret, uint64_t *bad_ret)
 
 static int clear_one(struct l3cache *c, int sfd, const char *sub, const char *name, void *arg)
 {
-    (void)c;
     (void)sub;
     int *err = arg;
+    long pid;
+    char host[64];
+    if (l3cache_temp_parse(name, &pid, host, sizeof(host)) == 0) {
+        /* not an object yet: a live writer's temp file stays (it becomes
+         * an object, or its writer removes it); stale ones go */
+        sweep_temp(c, sfd, name, time(NULL));
+        return 0;
+    }
     if (unlinkat(sfd, name, 0) != 0 && errno != ENOENT &&
         strncmp(name, ".nfs", 4) != 0) /* NFS: open elsewhere */
         *err = -errno;

@@ -1767,6 +1767,79 @@ Test(cache, private_by_default_shared_keeps_private_sources_out)
     umask(old);
 }
 
+/* ----------------------------------------- files removed under the writer */
+
+static atomic_int temps_to_remove; /* how many more temp files the hook removes */
+
+static void remove_temp(void *ctx, int dirfd, const char *tmprel)
+{
+    (void)ctx;
+    if (atomic_fetch_sub(&temps_to_remove, 1) > 0)
+        unlinkat(dirfd, tmprel, 0);
+}
+
+/* A temp file removed between its write and its link (as `cache clear` from
+ * another client does) is written again: no write failure. Removed at every
+ * try: one write failure, writes stay enabled, the right bytes are served. */
+Test(cache, temp_removed_under_the_writer_is_written_again)
+{
+    make_png("a.png", 20, 20, 71, 1);
+    make_png("b.png", 20, 20, 72, 1);
+    struct l3cache_internal in;
+    fake_internal(&in, &fc);
+    in.before_link = remove_temp;
+    atomic_store(&temps_to_remove, 2);
+    l3cache *c = open_flags(0, &in);
+    get_ok(c, "a.png", 0);
+    cr_assert_eq(COUNTER(c, write_failures), 0, "two removals, written a third time");
+    get_ok(c, "a.png", 1);
+    atomic_store(&temps_to_remove, 1000);
+    get_ok(c, "b.png", 0);
+    cr_assert_eq(COUNTER(c, write_failures), 1);
+    struct l3cache_stats s;
+    cr_assert_eq(l3cache_get_stats(c, &s), 0);
+    cr_assert_eq(s.writes_disabled, 0, "a removed file is not a storage that refuses writes");
+    atomic_store(&temps_to_remove, 0);
+    get_ok(c, "b.png", 0); /* not stored before: encoded and stored now */
+    get_ok(c, "b.png", 1);
+    cr_assert_eq(count_names(cachedir, ".tmp-", NULL), 0);
+    l3cache_close(c);
+}
+
+/* `clear` removes every object and stale temp file and leaves the temp file
+ * of a live writer (it becomes an object, or its writer removes it). */
+Test(cache, clear_leaves_live_writers_temp_files)
+{
+    make_png("a.png", 20, 20, 74, 1);
+    l3cache *c = open_flags(0, NULL);
+    get_ok(c, "a.png", 0);
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0)
+        _exit(0);
+    cr_assert_eq(waitpid(child, NULL, 0), child);
+    char host[64], live[160], dead[160], p[800];
+    l3cache_host_name(host, sizeof host);
+    cr_assert_eq(l3cache_temp_name(live, sizeof live), 0);
+    snprintf(dead, sizeof dead, ".tmp-%ld-0123456789abcdef-%s", (long)child, host);
+    const char *names[2] = {live, dead};
+    for (int i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/objects/00", cachedir);
+        mkdir(p, 0700);
+        snprintf(p, sizeof p, "%s/objects/00/%s", cachedir, names[i]);
+        int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0600);
+        cr_assert_geq(fd, 0, "%s", p);
+        close(fd);
+    }
+    cr_assert_eq(l3cache_clear(c), 0);
+    cr_assert_eq(count_names(cachedir, "", ".l3"), 0, "no object left");
+    snprintf(p, sizeof p, "%s/objects/00/%s", cachedir, live);
+    cr_assert_eq(access(p, F_OK), 0, "the live writer's temp file stays");
+    snprintf(p, sizeof p, "%s/objects/00/%s", cachedir, dead);
+    cr_assert_neq(access(p, F_OK), 0, "the dead writer's temp file goes");
+    l3cache_close(c);
+}
+
 /* ------------------------------------------------------------- identity */
 
 /* The birth time is part of a source's identity: an entry of another file
