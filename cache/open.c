@@ -272,10 +272,16 @@ int l3cache_open_internal(const struct l3cache_options *opts,
             index_compact(c);
         sweep_root_temps(c);
     }
-    if (c->lockfd >= 0)
+    if (c->lockfd >= 0) {
+        /* exclusive to shared through an unlock: GlusterFS grants a waiting
+         * shared lock at an unlock but not at a conversion (another opener
+         * would wait until this one closes) */
+        if (exclusive)
+            flock(c->lockfd, LOCK_UN);
         flock(c->lockfd, LOCK_SH); /* blocks while another opener compacts */
-    if (!exclusive && c->log_writable)
-        follow_compacted_log(c);
+    }
+    if (c->log_writable)
+        follow_compacted_log(c); /* another opener may have compacted meanwhile */
     if (writable)
         write_cachedir_tag(c);
     else if (!c->readonly)

@@ -71,6 +71,10 @@ need_root() { [ "$(id -u)" = 0 ] || skip "needs root ($*)"; }
 # mount_l3fs SRC MNT CACHE LOG [options...]: starts l3fs in the foreground in
 # the background; sets DPID. Waits until the mount answers.
 mount_l3fs() {
+    start_l3fs "$@" && wait_mounted "$2" "$DPID" "$4"
+}
+# start_l3fs SRC MNT CACHE LOG [options...]: the same without waiting
+start_l3fs() {
     local src=$1 mnt=$2 cache=$3 log=$4; shift 4
     mkdir -p "$mnt"
     # a small ASan quarantine so that RSS reflects live memory (ASan builds)
@@ -79,7 +83,10 @@ mount_l3fs() {
     DPID=$!
     PIDS+=("$DPID")
     MOUNTS+=("$mnt")
-    local i
+}
+# wait_mounted MNT PID LOG: until the mount of daemon PID answers (60 s)
+wait_mounted() {
+    local mnt=$1 DPID=$2 log=$3 i
     for i in $(seq 1 600); do
         if ! kill -0 "$DPID" 2>/dev/null; then
             fail "l3fs did not start on $mnt"; sed 's/^/  log: /' "$log" | tail -20; return 1
@@ -733,8 +740,11 @@ sc_gluster() {
     local ca=$G/a/cache-$$ cb=$G/b/cache-$$ cc=$G/c/cache-$$ p1 p2
 
     echo "-- two daemons, caches on two clients of one volume, cold, same order, same moment"
-    mount_l3fs "$W/src" "$W/m1" "$ca" "$W/a.log" || return 1; p1=$DPID
-    mount_l3fs "$W/src" "$W/m2" "$cb" "$W/b.log" || return 1; p2=$DPID
+    # started at once: the second opens the cache while the first holds it
+    start_l3fs "$W/src" "$W/m1" "$ca" "$W/a.log"; p1=$DPID
+    start_l3fs "$W/src" "$W/m2" "$cb" "$W/b.log"; p2=$DPID
+    wait_mounted "$W/m1" $p1 "$W/a.log" || return 1
+    wait_mounted "$W/m2" $p2 "$W/b.log" || return 1
     "$TOOL" verify "$W/m1" "$W/oracle" --threads 2 --label "daemon 1, cold" > "$W/v1" 2>&1 &
     local v1=$!
     "$TOOL" verify "$W/m2" "$W/oracle" --threads 2 --label "daemon 2, cold" > "$W/v2" 2>&1 &
