@@ -235,11 +235,13 @@ int l3_held_by_readers(struct node *n, const struct l3cache_source *src);
  * pages are still valid. Counts an open handle (l3_closed undoes it). */
 int l3_open(struct l3fs_daemon *d, struct node *n, int *fd_ret, uint64_t *size_ret,
             struct l3cache_key *key_ret, int *miss_ret, int *keep_ret);
-/* A read found the object an open handle serves (key) corrupt, and the cache
- * removed it: a correct copy (encoded again while the source is that
+/* A read found the object an open handle serves (key) corrupt (corrupt = 1:
+ * the cache removed it) or its descriptor failing (corrupt = 0: on a network
+ * filesystem, an object another host removed before this host's open reached
+ * the server): a correct copy (encoded again while the source is that
  * version) in *fd_ret, or -EIO. */
 int l3_reopen(struct l3fs_daemon *d, struct node *n, const struct l3cache_key *key,
-              uint64_t size, int *fd_ret);
+              uint64_t size, int corrupt, int *fd_ret);
 void l3_closed(struct l3fs_daemon *d, struct node *n);
 
 /* ---- ctl.c ---- */

@@ -361,9 +361,9 @@ static int object_again_locked(struct l3fs_daemon *d, struct node *n, int *fd_re
 }
 
 int l3_reopen(struct l3fs_daemon *d, struct node *n, const struct l3cache_key *key,
-              uint64_t size, int *fd_ret)
+              uint64_t size, int corrupt, int *fd_ret)
 {
-    note_repaired(n, 1);
+    note_repaired(n, corrupt);
     int miss = 0, r = -EIO;
     pthread_mutex_lock(&n->lock);
     if (n->have && key_eq(key, &n->key) && n->size == size)

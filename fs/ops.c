@@ -73,20 +73,23 @@ static void fh_put(struct fh *h)
 }
 
 /* Before a read of a .l3: the pages it needs were checked since they left the
- * disk (l3cache_read_ready); a corrupt object is replaced by a correct copy
- * for this handle. The descriptor to read from, or -EIO. */
+ * disk (l3cache_read_ready); a corrupt object (-EBADMSG), or one whose
+ * descriptor fails (ENOENT, ESTALE: on a network filesystem another host
+ * removed it before this host's open reached the server, as GlusterFS's
+ * deferred opens allow), is replaced by a correct copy for this handle. The
+ * descriptor to read from, or -EIO. */
 static int fh_read_fd(struct l3fs_daemon *d, struct fh *h, off_t off, size_t size)
 {
     int fd = __atomic_load_n(&h->fd, __ATOMIC_ACQUIRE);
     void *map = __atomic_load_n(&h->map, __ATOMIC_ACQUIRE);
     int r = l3cache_read_ready(d->cache, &h->key, fd, map, (uint64_t)off, size);
-    if (r != -EBADMSG)
-        return r < 0 ? -EIO : fd;
+    if (r == 0)
+        return fd;
     pthread_mutex_lock(&h->lock);
     int nfd = -1;
     if (__atomic_load_n(&h->fd, __ATOMIC_ACQUIRE) != fd) {
         nfd = h->fd; /* another read repaired it meanwhile */
-    } else if (h->nold < 4 && l3_reopen(d, h->node, &h->key, h->size, &nfd) == 0) {
+    } else if (h->nold < 4 && l3_reopen(d, h->node, &h->key, h->size, r == -EBADMSG, &nfd) == 0) {
         h->old_fd[h->nold] = fd;
         h->old_map[h->nold++] = map;
         __atomic_store_n(&h->map, map_object(nfd, h->size), __ATOMIC_RELEASE);
