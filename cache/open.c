@@ -221,6 +221,25 @@ static void follow_compacted_log(struct l3cache *c)
     index_tail(c);
 }
 
+/* A private cache that an earlier version made readable by others
+ * (directories 0755, files 0644): what the cache owns is made private now,
+ * objects/ 0700 (which puts every object out of others' reach), index.log
+ * and lock 0600. Only entries of this user; the directory itself, which the
+ * user may have made, is left as it is. */
+static void make_private(struct l3cache *c)
+{
+    int ofd = openat(c->dirfd, "objects", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fds[3] = {ofd, c->logfd, c->lockfd};
+    for (int i = 0; i < 3; i++) {
+        struct stat st;
+        if (fds[i] >= 0 && fstat(fds[i], &st) == 0 && st.st_uid == geteuid() &&
+            (st.st_mode & 077) != 0)
+            fchmod(fds[i], st.st_mode & 0700);
+    }
+    if (ofd >= 0)
+        close(ofd);
+}
+
 static void write_cachedir_tag(struct l3cache *c)
 {
     int tfd = openat(c->dirfd, "CACHEDIR.TAG", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -282,6 +301,8 @@ int l3cache_open_internal(const struct l3cache_options *opts,
     }
     if (c->log_writable)
         follow_compacted_log(c); /* another opener may have compacted meanwhile */
+    if (writable && !c->shared)
+        make_private(c);
     if (writable)
         write_cachedir_tag(c);
     else if (!c->readonly)

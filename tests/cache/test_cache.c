@@ -1767,6 +1767,28 @@ Test(cache, private_by_default_shared_keeps_private_sources_out)
     umask(old);
 }
 
+/* A cache an earlier version made readable by others (0755 directories,
+ * 0644 files) is private again once opened without L3CACHE_SHARED. */
+Test(cache, an_open_cache_made_readable_earlier_is_made_private)
+{
+    make_png("a.png", 20, 20, 53, 1);
+    mode_t old = umask(022);
+    l3cache *c = open_flags(L3CACHE_SHARED, NULL);
+    char p[512];
+    uint64_t len;
+    object_of(c, "a.png", p, sizeof p, &len);
+    l3cache_close(c);
+    cr_assert_eq(mode_of("objects"), 0755);
+    cr_assert_eq(mode_of("index.log"), 0644);
+    c = open_flags(0, NULL);
+    cr_assert_eq(mode_of("objects"), 0700, "objects/ made private");
+    cr_assert_eq(mode_of("index.log"), 0600);
+    cr_assert_eq(mode_of("lock"), 0600);
+    get_ok(c, "a.png", 1); /* and still served */
+    l3cache_close(c);
+    umask(old);
+}
+
 /* ----------------------------------------- files removed under the writer */
 
 static atomic_int temps_to_remove; /* how many more temp files the hook removes */
