@@ -615,6 +615,7 @@ sc_bitrot() {
     mount -o loop "$W/disk.img" "$W/disk" 2>/dev/null || skip "cannot mount a loop device here"
     TMPFS+=("$W/disk")
     local cache=$W/disk/cache log=$W/l3fs.log pid n=6
+    [ "$LONG" = 1 ] && n=16
     mount_l3fs "$W/src" "$W/mnt" "$cache" "$log" || return 1
     pid=$DPID
     "$TOOL" verify "$W/mnt" "$W/oracle" --threads 2 --label "fill the cache" >/dev/null ||
@@ -631,7 +632,7 @@ sc_bitrot() {
         after=$(stat -c '%Y %Z' "$f")
         [ "$before" = "$after" ] || fail "the rot changed $f's times"
     done
-    drop_caches
+    sync; echo 3 > /proc/sys/vm/drop_caches # page cache, dentries and inodes
     mount_l3fs "$W/src" "$W/mnt" "$cache" "$log" || return 1
     pid=$DPID
     check "at rest: every file right through the mount (bytes and pixels)" "$TOOL" verify \
@@ -648,7 +649,7 @@ sc_bitrot() {
         sz=$(stat -c %s "$f")
         rot_raw "$f" $(( i % 2 ? sz / 3 : sz - 9 )) "$W/disk.img" || { fail "rot $f"; return 1; }
     done
-    drop_caches
+    sync; echo 3 > /proc/sys/vm/drop_caches # page cache, dentries and inodes
     check "mounted, page cache dropped: every file right (bytes and pixels)" "$TOOL" verify \
         "$W/mnt" "$W/oracle" --pixels --threads 2 --label "after rot while mounted"
     local rep2 enc2; rep2=$(stat_num "$W/mnt" cache.instance.corrupt_repaired); enc2=$(stat_num "$W/mnt" fs.encodes)
