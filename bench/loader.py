@@ -19,8 +19,14 @@ in turn, each in a fresh process:
   png_pil_f32  torchvision with ToTensor() + Normalize(): float32 batches
   l3_f32       l3.torch with dtype float32 and mean/std fused into the decode
 
-A loader is timed from its first batch (workers started, warm-up done) to its
-last: (steps - 1) * batch images per run; the best run of each loader counts.
+A loader is timed in its steady state, from batch 2 * workers (workers
+started, prefetch queue full) to the same distance before its last batch:
+(steps - 1 - 4 * workers) * batch images per run; the best run counts.
+Over the same span the CPU time of the workers and of the main process is
+read from /proc (user + system, page faults and IPC included; for the l3
+loaders the l3fs daemon's too, as the reads go through it): CPU ms per
+image, which a shared machine's load inflates far less than wall time (the
+ratio of images/s per CPU second is the load-robust comparison).
 The images come from one random order (fixed seed) drawn without repetition
 inside each pass over the data, the same for every loader.
 """
@@ -44,7 +50,33 @@ def log(msg):
     print(f"[loader {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def run_one(cfg, root, workers, batch, steps):
+def _cpu_s(pids):
+    """User + system CPU seconds of these processes so far (/proc/PID/stat)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    tot = 0.0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        tot += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return tot
+
+
+def _daemon_pid(mnt):
+    """The l3fs process serving `mnt` (its CPU time counts for the l3 loaders:
+    the reads go through it), or None."""
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if argv and os.path.basename(argv[0]) == b"l3fs" and os.fsencode(mnt) in argv:
+                return int(d)
+    return None
+
+
+def run_one(cfg, root, workers, batch, steps, daemon=None):
     """One loader in this process; returns images/s."""
     import torch
     import torch.utils.data as tud
@@ -57,8 +89,10 @@ def run_one(cfg, root, workers, batch, steps):
                                                                T.Normalize(MEAN, STD)])
         ds = torchvision.datasets.ImageFolder(root, transform=tf)
         sampler = tud.RandomSampler(ds, num_samples=steps * batch, generator=g)
+        # persistent workers, as l3.torch.loader makes them: alive (and
+        # their CPU time readable) until the loader goes
         dl = tud.DataLoader(ds, batch_size=batch, sampler=sampler, num_workers=workers,
-                            drop_last=True)
+                            drop_last=True, persistent_workers=workers > 0)
     else:
         import l3.torch
         kw = {}
@@ -69,17 +103,29 @@ def run_one(cfg, root, workers, batch, steps):
         ds = l3.torch.ImageFolder(root, **kw)
         sampler = tud.RandomSampler(ds, num_samples=steps * batch, generator=g)
         dl = l3.torch.loader(ds, batch, num_workers=workers, sampler=sampler, shuffle=False)
-    t0 = None
-    n = 0
+    # Steady state: the clocks start at batch `edge` and stop at batch
+    # steps - 1 - edge, with the workers' prefetch queue full at both ends
+    # (edge = the batches in flight); the last batches, when the queue
+    # drains, are not timed.
+    edge = workers * 2 if workers else 0  # DataLoader's prefetch_factor 2
+    if steps - 1 - 2 * edge < 1:
+        raise SystemExit(f"--steps must exceed {2 * edge + 1} with {workers} workers")
+    it = iter(dl)
+    pids = [w.pid for w in getattr(it, "_workers", [])] + ([daemon] if daemon else [])
     shape = None
-    for i, (x, y) in enumerate(dl):
-        if i == 0:
-            t0 = time.perf_counter()
+    n = 0
+    for i, (x, _) in enumerate(it):
+        if i == edge:
             shape = (tuple(x.shape), str(x.dtype))
-            continue
-        n += x.shape[0]
-    dt = time.perf_counter() - t0
-    return {"images": n, "seconds": dt, "images_per_s": n / dt, "batch": shape}
+            c0 = _cpu_s(pids) + time.process_time()
+            t0 = time.perf_counter()
+        elif edge < i <= steps - 1 - edge:
+            n += x.shape[0]
+            if i == steps - 1 - edge:
+                dt = time.perf_counter() - t0
+                cpu = _cpu_s(pids) + time.process_time() - c0
+    return {"images": n, "seconds": dt, "images_per_s": n / dt, "batch": shape,
+            "cpu_s": cpu, "cpu_ms_per_image": 1e3 * cpu / n}
 
 
 def main():
@@ -94,9 +140,11 @@ def main():
     p.add_argument("--json", default=None)
     p.add_argument("--run", default=None, help=argparse.SUPPRESS)  # CONFIG ROOT (child)
     p.add_argument("--root", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--daemon-pid", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.run:
-        r = run_one(args.run, args.root, args.workers, args.batch, args.steps)
+        r = run_one(args.run, args.root, args.workers, args.batch, args.steps,
+                    args.daemon_pid)
         print(json.dumps(r))
         return 0
     configs = args.configs.split(",")
@@ -139,6 +187,9 @@ def main():
             if got != n:
                 raise RuntimeError(f"the mount shows {got} .l3 files for {n} PNGs")
             res["images_in_dataset"] = n
+            daemon = _daemon_pid(mnt)
+            if daemon is None:
+                raise RuntimeError(f"no l3fs process found serving {mnt}")
             for r in range(args.rounds):
                 for cfg in configs:
                     root = src if cfg.startswith("png") else mnt
@@ -146,7 +197,8 @@ def main():
                     out = subprocess.run(
                         [sys.executable, os.path.abspath(__file__), "--build", args.build,
                          "--run", cfg, "--root", root, "--workers", str(args.workers),
-                         "--batch", str(args.batch), "--steps", str(args.steps)],
+                         "--batch", str(args.batch), "--steps", str(args.steps)] +
+                        ([] if cfg.startswith("png") else ["--daemon-pid", str(daemon)]),
                         capture_output=True, text=True, env=env)
                     if out.returncode:
                         raise RuntimeError(f"{cfg} failed: {out.stderr[-2000:]}")
@@ -156,19 +208,25 @@ def main():
             subprocess.run(["fusermount3", "-u", mnt])
     res["loadavg"].append(os.getloadavg()[0])
     best = {c: max(x["images_per_s"] for x in v) for c, v in res["runs"].items()}
+    cpu = {c: min(x["cpu_ms_per_image"] for x in v) for c, v in res["runs"].items()}
     res["best"] = best
+    res["best_cpu_ms_per_image"] = cpu
     print(f"{n} images ({args.dirs}), batch {args.batch}, {args.workers} workers, "
-          f"{(args.steps - 1) * args.batch} images timed per run, best of {args.rounds}; "
+          f"{(args.steps - 1 - 4 * args.workers) * args.batch} images timed per run, best of {args.rounds}; "
           f"load average {res['loadavg'][0]:.2f} -> {res['loadavg'][1]:.2f}")
-    print("| loader | batch | images/s (best) | runs | vs PNG + PIL |")
-    print("| --- | --- | ---: | --- | ---: |")
+    print("| loader | batch | images/s (best) | runs | vs PNG + PIL | CPU ms/image (best) | "
+          "runs | vs PNG + PIL (CPU) |")
+    print("| --- | --- | ---: | --- | ---: | ---: | --- | ---: |")
     for c in configs:
-        ref = best.get("png_pil_f32" if c.endswith("f32") else "png_pil")
+        refc = "png_pil_f32" if c.endswith("f32") else "png_pil"
+        ref, ref_cpu = best.get(refc), cpu.get(refc)
         runs = ", ".join(f"{x['images_per_s']:.1f}" for x in res["runs"][c])
+        cruns = ", ".join(f"{x['cpu_ms_per_image']:.0f}" for x in res["runs"][c])
         shape = res["runs"][c][0]["batch"]
         ratio = f"{best[c] / ref:.2f}x" if ref else "n/a"
+        cratio = f"{ref_cpu / cpu[c]:.2f}x" if ref_cpu else "n/a"
         print(f"| {c} | {shape[1].replace('torch.', '')} {shape[0]} | {best[c]:.1f} | {runs} | "
-              f"{ratio} |")
+              f"{ratio} | {cpu[c]:.1f} | {cruns} | {cratio} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)
