@@ -24,6 +24,10 @@
  *     fakecuda_set_devices(): -1 = no driver, 0 = no device, 1..16 devices;
  *     per-thread current device; primary contexts made by cudaSetDevice and
  *     by the first call that needs one, as in CUDA 12.
+ *   - environment, for programs under test: FAKECUDA_FAULT_KERNEL=N (the Nth
+ *     kernel faults with cudaErrorIllegalAddress), FAKECUDA_CORRUPT_COPY=N
+ *     (the Nth blocking device-to-host cudaMemcpy flips one bit),
+ *     FAKECUDA_VERBOSE=1 (print every rejected call).
  */
 #ifndef FAKECUDA_H
 #define FAKECUDA_H

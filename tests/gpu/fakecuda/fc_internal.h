@@ -31,6 +31,7 @@ extern cudaError_t sticky[FAKECUDA_MAX_DEVICES];
 extern fakecuda_stats stats;
 extern size_t mem_limit;
 extern size_t mem_used[FAKECUDA_MAX_DEVICES];
+extern unsigned corrupt_copy; /* FAKECUDA_CORRUPT_COPY: countdown, 0 = off */
 
 int current_device();
 void set_current_device(int dev);

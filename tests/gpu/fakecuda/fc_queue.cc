@@ -168,9 +168,7 @@ void execute(const OpP &o)
     if (o->done)
         return;
     if (!sticky[o->dev] && o->fn) { /* after a fault the device runs nothing */
-        device_access(true);
-        cudaError_t e = o->fn();
-        device_access(false);
+        cudaError_t e = o->fn(); /* inside device_access (run, run_pending) */
         if (e) {
             sticky[o->dev] = e;
             stats.faults++;
@@ -194,8 +192,10 @@ void run(const OpP &target)
 {
     if (!is_pending(target))
         return;
+    device_access(true);
     for (auto &o : pending_closure({target}))
         execute(o);
+    device_access(false);
     compact();
 }
 
@@ -321,6 +321,22 @@ cudaError_t check_copy(void *dst, const void *src, size_t n, int kind, std::vect
     return cudaSuccess;
 }
 
+/* FAKECUDA_CORRUPT_COPY: true for the blocking device-to-host copy (how a
+ * program reads results back) that must come back with one wrong bit: a
+ * stand-in for wrong GPU bytes. */
+bool is_d2h(void *dst, const void *src, int kind)
+{
+    if (!corrupt_copy)
+        return false;
+    Alloc *ad = find_alloc(dst, false), *as = find_alloc(src, false);
+    bool d2h = (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDefault) && as &&
+               as->device && !(ad && ad->device);
+    if (!d2h || --corrupt_copy)
+        return false;
+    note(true, "FAKECUDA_CORRUPT_COPY: flipping a bit of this device-to-host copy");
+    return true;
+}
+
 cudaError_t async_alloc(void **ptr, size_t size, int dev, cudaStream_t stream)
 {
     if (!ptr)
@@ -352,8 +368,10 @@ void run_pending(int dev)
     for (auto &o : pending)
         if (!o->done && (dev < 0 || o->dev == dev))
             roots.push_back(o);
+    device_access(true);
     for (auto &o : pending_closure(roots))
         execute(o);
+    device_access(false);
     compact();
 }
 
@@ -712,9 +730,12 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind
     if (e)
         return e;
     Stream *s = get_stream(nullptr, &e);
+    bool flip = is_d2h(dst, src, kind);
     OpP op = enqueue(s, std::string("cudaMemcpy ") + kind_name(kind), std::move(uses),
-                     [dst, src, n]() -> cudaError_t {
+                     [dst, src, n, flip]() -> cudaError_t {
                          memmove(dst, src, n);
+                         if (flip)
+                             ((uint8_t *)dst)[n / 2] ^= 0x01;
                          return cudaSuccess;
                      });
     stats.host_waits++;

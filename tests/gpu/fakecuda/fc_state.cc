@@ -17,6 +17,7 @@ cudaError_t sticky[FAKECUDA_MAX_DEVICES];
 fakecuda_stats stats;
 size_t mem_limit = (size_t)4 << 30;
 size_t mem_used[FAKECUDA_MAX_DEVICES];
+unsigned corrupt_copy;
 
 namespace {
 thread_local int tls_device = 0;
@@ -53,6 +54,15 @@ struct Init {
             int n = atoi(e);
             ndev = n < -1 ? -1 : n > FAKECUDA_MAX_DEVICES ? FAKECUDA_MAX_DEVICES : n;
         }
+        e = getenv("FAKECUDA_FAULT_KERNEL"); /* N: the Nth kernel faults */
+        if (e && atoi(e) > 0) {
+            fault_inj.armed = true;
+            fault_inj.after = (unsigned)atoi(e) - 1;
+            fault_inj.err = cudaErrorIllegalAddress;
+        }
+        e = getenv("FAKECUDA_CORRUPT_COPY"); /* N: the Nth device-to-host copy flips a byte */
+        if (e && atoi(e) > 0)
+            corrupt_copy = (unsigned)atoi(e);
         pthread_atfork(at_fork_prepare, at_fork_parent, at_fork_child);
     }
 } init_once;
