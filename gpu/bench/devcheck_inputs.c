@@ -225,7 +225,7 @@ int dc_load_photos(struct dc_set *s, const char *dir)
         if (len < 4 || len > 80 || strcmp(e->d_name + len - 3, ".l3"))
             continue;
         char fp[4200];
-        snprintf(fp, sizeof fp, "%s/%s", path, e->d_name);
+        snprintf(fp, sizeof fp, "%.4000s/%.80s", path, e->d_name);
         FILE *f = fopen(fp, "rb");
         if (!f)
             continue;
@@ -240,7 +240,7 @@ int dc_load_photos(struct dc_set *s, const char *dir)
             free(buf);
             continue;
         }
-        snprintf(im->name, sizeof im->name, "photos/%s", e->d_name);
+        snprintf(im->name, sizeof im->name, "photos/%.80s", e->d_name);
         im->l3 = buf;
         im->size = (size_t)sz;
         if (l3_read_info(buf, im->size, &im->info, NULL) != L3_OK) {

@@ -126,7 +126,7 @@ int l3py_parse_device(PyObject *o, int *dev)
     } else if (!strcmp(n, "cpu")) {
         *dev = -1;
     } else if (!strcmp(n, "cuda")) {
-        *dev = 0;
+        *dev = L3PY_DEVICE_CURRENT; /* PyTorch's current device, else CUDA's */
     } else if (!strncmp(n, "cuda:", 5)) {
         char *end;
         long v = strtol(n + 5, &end, 10);

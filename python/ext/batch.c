@@ -21,6 +21,11 @@ BatchObject *l3py_batch_new(int device, int dtype, Py_ssize_t n, const uint32_t 
     b->ndim = 4;
     b->exported = 0;
     b->out = NULL;
+    b->stream = NULL;
+    b->pending = NULL;
+    b->finishing = 0;
+    b->strict_mode = 0;
+    b->nconsumers = 0;
     b->nbytes = nbytes;
     b->nbytes_held = 0;
     b->shape[0] = n;
@@ -87,6 +92,16 @@ int l3py_batch_alloc_host(BatchObject *b)
     return 0;
 }
 
+int l3py_batch_resolve(BatchObject *b)
+{
+    if (b->status)
+        return 0;
+    if (b->device >= 0 && b->pending)
+        return l3py_cuda_finish(b);
+    PyErr_SetString(PyExc_RuntimeError, "l3.Batch: no statuses (the decode failed)");
+    return -1;
+}
+
 int l3py_batch_set_status(BatchObject *b, const int *status)
 {
     Py_ssize_t n = (Py_ssize_t)b->shape[0];
@@ -113,14 +128,13 @@ int l3py_batch_set_status(BatchObject *b, const int *status)
 
 static void Batch_dealloc(BatchObject *self)
 {
+    if (self->device >= 0)
+        l3py_cuda_release(self); /* finishes it, frees pool memory in stream order */
+    else if (self->data && !self->out)
+        release_host(self->data, self->nbytes_held);
     if (self->out) { /* the caller's memory: give it back */
         l3py_out_release(self->out);
         PyMem_Free(self->out);
-    } else if (self->data) {
-        if (self->device < 0)
-            release_host(self->data, self->nbytes_held);
-        else
-            l3py_cuda_free(self->device, self->data);
     }
     Py_XDECREF(self->status);
     Py_XDECREF(self->errors);
@@ -178,11 +192,16 @@ static PyObject *Batch_get_cai(BatchObject *self, void *closure)
                         "__cuda_array_interface__: this batch is in host memory");
         return NULL;
     }
+    /* v3: the stream the consumer must synchronise with (None: no need,
+     * the batch is finished) */
     PyObject *d = array_interface(self);
-    if (d && PyDict_SetItemString(d, "stream", Py_None)) {
-        Py_DECREF(d);
+    PyObject *s = self->pending ? l3py_cai_stream(self->stream) : (Py_INCREF(Py_None), Py_None);
+    if (!d || !s || PyDict_SetItemString(d, "stream", s)) {
+        Py_XDECREF(d);
+        Py_XDECREF(s);
         return NULL;
     }
+    Py_DECREF(s);
     return d;
 }
 
@@ -220,6 +239,8 @@ static PyObject *Batch_get_device(BatchObject *self, void *c)
 static PyObject *Batch_get_status(BatchObject *self, void *c)
 {
     (void)c;
+    if (l3py_batch_resolve(self))
+        return NULL;
     Py_INCREF(self->status);
     return self->status;
 }
@@ -227,6 +248,8 @@ static PyObject *Batch_get_status(BatchObject *self, void *c)
 static PyObject *Batch_get_errors(BatchObject *self, void *c)
 {
     (void)c;
+    if (l3py_batch_resolve(self))
+        return NULL;
     Py_INCREF(self->errors);
     return self->errors;
 }
@@ -234,6 +257,8 @@ static PyObject *Batch_get_errors(BatchObject *self, void *c)
 static PyObject *Batch_get_ok(BatchObject *self, void *c)
 {
     (void)c;
+    if (l3py_batch_resolve(self))
+        return NULL;
     Py_ssize_t n = PyList_GET_SIZE(self->status);
     for (Py_ssize_t i = 0; i < n; i++)
         if (PyLong_AsLong(PyList_GET_ITEM(self->status, i)) != 0)
@@ -275,10 +300,16 @@ static PyObject *Batch_repr(BatchObject *self)
     PyObject *shape = l3py_batch_shape_tuple(self);
     if (!shape)
         return NULL;
+    PyObject *ok = Batch_get_ok(self, NULL);
+    if (!ok) {
+        Py_DECREF(shape);
+        return NULL;
+    }
     PyObject *r = PyUnicode_FromFormat("<l3.Batch shape=%R dtype=%s device=%s%s>", shape,
                                        l3py_dtype_name(self->dtype),
                                        self->device < 0 ? "cpu" : "cuda",
-                                       Batch_get_ok(self, NULL) == Py_True ? "" : " (failures)");
+                                       ok == Py_True ? "" : " (failures)");
+    Py_DECREF(ok);
     Py_DECREF(shape);
     return r;
 }
@@ -316,7 +347,8 @@ static PyGetSetDef Batch_getset[] = {
     {"device", (getter)Batch_get_device, NULL, "'cpu' or 'cuda:N'", NULL},
     {"status", (getter)Batch_get_status, NULL,
      "per-image status codes: 0 decoded; an l3 status (3 truncated, 4 not L3, 9 corrupt,\n"
-     "...); 100 other output shape than the batch; 101 aborted. A failed slot is zeros.",
+     "...); 100 other output shape than the batch; 101 aborted. A failed slot is zeros.\n"
+     "For a CUDA batch it waits for that batch (not the device).",
      NULL},
     {"errors", (getter)Batch_get_errors, NULL, "per-image error text, None where decoded",
      NULL},

@@ -1,8 +1,10 @@
 /* decode_batch.c — l3.decode_batch: parses the output format, takes a view
  * of every input, sizes the batch from the first readable header, decodes on
  * the CPU (libl3gpu's CPU batch decoder, GIL released) or hands the batch to
- * cuda.c, then reports per-image statuses (status.c: strict=True raises,
- * None warns). Also the input views decode_list.c shares. */
+ * cuda.c (which returns once the work is queued), then reports per-image
+ * statuses (status.c: strict=True raises, after waiting for a CUDA batch;
+ * None warns, for a CUDA batch when its statuses are known). Also the input
+ * views decode_list.c shares. */
 #include "l3py.h"
 
 #include <string.h>
@@ -71,13 +73,12 @@ PyObject *l3py_decode_batch(PyObject *self, PyObject *args, PyObject *kw)
                              "std", "scale", "threads", "strict", "stream", "out", NULL};
     PyObject *bufs, *device_obj = NULL, *dtype_obj = NULL, *channels_obj = Py_None;
     PyObject *mean_obj = NULL, *std_obj = NULL, *scale_obj = NULL, *threads_obj = NULL;
-    PyObject *strict = Py_None, *out_obj = Py_None;
+    PyObject *strict = Py_None, *stream_obj = NULL, *out_obj = Py_None;
     const char *layout = "NCHW";
-    unsigned long long stream = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OsOOOOOOOKO:decode_batch", kwlist, &bufs,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OsOOOOOOOOO:decode_batch", kwlist, &bufs,
                                      &device_obj, &layout, &dtype_obj, &channels_obj,
                                      &mean_obj, &std_obj, &scale_obj, &threads_obj, &strict,
-                                     &stream, &out_obj))
+                                     &stream_obj, &out_obj))
         return NULL;
     struct l3gpu_format fmt;
     l3gpu_format_init(&fmt);
@@ -86,7 +87,27 @@ PyObject *l3py_decode_batch(PyObject *self, PyObject *args, PyObject *kw)
     if (l3py_parse_device(device_obj, &dev) || l3py_parse_dtype(dtype_obj, &fmt.dtype) ||
         l3py_parse_threads(threads_obj, &threads))
         return NULL;
-    /* out=: the caller's memory; device and (unless given) dtype follow it */
+    /* out=: the caller's memory; the device follows it ("cuda" takes any GPU's) */
+    if (out_obj != Py_None) {
+        int odev = l3py_out_device(out_obj);
+        if (device_obj && device_obj != Py_None && dev != odev &&
+            !(dev == L3PY_DEVICE_CURRENT && odev >= 0)) {
+            if (odev < 0 && dev == L3PY_DEVICE_CURRENT)
+                return PyErr_Format(PyExc_ValueError, "decode_batch: out is in host memory "
+                                                      "but device is cuda");
+            if (odev < 0)
+                return PyErr_Format(PyExc_ValueError, "decode_batch: out is in host memory "
+                                                      "but device is cuda:%d", dev);
+            return PyErr_Format(PyExc_ValueError, "decode_batch: out is on cuda:%d but device "
+                                                  "is %s", odev, dev < 0 ? "cpu" : "another GPU");
+        }
+        dev = odev;
+    }
+    /* a CUDA device and stream are resolved before out is read: a CUDA
+     * producer orders its pending work on out before that stream */
+    void *stream = NULL;
+    if (dev != -1 && (l3py_cuda_prepare(&dev) || l3py_parse_stream(stream_obj, dev, &stream)))
+        return NULL;
     struct l3py_out *out = NULL;
     if (out_obj != Py_None) {
         out = PyMem_Calloc(1, sizeof *out);
@@ -96,25 +117,14 @@ PyObject *l3py_decode_batch(PyObject *self, PyObject *args, PyObject *kw)
             PyMem_Free(out);
             return NULL;
         }
-        if (device_obj && device_obj != Py_None && dev != out->device) {
-            if (out->device < 0)
-                PyErr_Format(PyExc_ValueError, "decode_batch: out is in host memory but "
-                                               "device is cuda:%d", dev);
-            else
-                PyErr_Format(PyExc_ValueError, "decode_batch: out is on cuda:%d but device "
-                                               "is %s", out->device, dev < 0 ? "cpu" : "another GPU");
-        } else if ((!dtype_obj || dtype_obj == Py_None) && out->dtype >= 0 && !out->untyped) {
+        if (out->device != dev) /* said one device by __dlpack_device__, another in the capsule */
+            PyErr_Format(PyExc_ValueError, "decode_batch: out's DLPack capsule is on device "
+                                           "%d, its __dlpack_device__ said %d", out->device, dev);
+        else if ((!dtype_obj || dtype_obj == Py_None) && out->dtype >= 0 && !out->untyped)
             fmt.dtype = out->dtype;
-        }
-        dev = out->device;
-        if (PyErr_Occurred()) {
-            l3py_out_release(out);
-            PyMem_Free(out);
-            return NULL;
-        }
     }
-    if (l3py_parse_format(layout, channels_obj, mean_obj, std_obj, scale_obj, &fmt) ||
-        (dev >= 0 && l3py_cuda_prepare(dev))) {
+    if (PyErr_Occurred() ||
+        l3py_parse_format(layout, channels_obj, mean_obj, std_obj, scale_obj, &fmt)) {
         if (out) {
             l3py_out_release(out);
             PyMem_Free(out);
@@ -174,13 +184,28 @@ PyObject *l3py_decode_batch(PyObject *self, PyObject *args, PyObject *kw)
         batch->out = out;
         out = NULL;
     }
-    if (dev < 0 ? cpu_decode_batch(batch, in, (size_t)n, &fmt, status, threads)
-                : l3py_cuda_decode_batch(batch, in, (size_t)n, &fmt, status, (uintptr_t)stream))
-        goto out;
-    if (l3py_batch_set_status(batch, status) < 0 ||
-        l3py_report_failures("decode_batch", "their slots are zero-filled (see Batch.status)",
-                             status, n, strict))
-        goto out;
+    if (dev < 0) {
+        if (cpu_decode_batch(batch, in, (size_t)n, &fmt, status, threads) ||
+            l3py_batch_set_status(batch, status) < 0 ||
+            l3py_report_failures("decode_batch", "their slots are zero-filled (see Batch.status)",
+                                 status, n, strict))
+            goto out;
+    } else {
+        int mode = strict == Py_None ? -1 : PyObject_IsTrue(strict);
+        if (mode < 0 && strict != Py_None)
+            goto out;
+        batch->strict_mode = mode; /* None: warn once the statuses are known */
+        if (l3py_cuda_decode_batch(batch, in, (size_t)n, &fmt, stream))
+            goto out; /* else queued: the statuses come when asked for */
+        if (mode == 1) { /* strict=True: wait for it, raise for failed images */
+            if (l3py_cuda_finish(batch))
+                goto out;
+            for (Py_ssize_t i = 0; i < n; i++)
+                status[i] = (int)PyLong_AsLong(PyList_GET_ITEM(batch->status, i));
+            if (l3py_report_failures("decode_batch", "", status, n, strict))
+                goto out;
+        }
+    }
     result = (PyObject *)batch;
     batch = NULL;
 out:

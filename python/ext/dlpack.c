@@ -1,6 +1,7 @@
 /* dlpack.c — DLPack export of an l3.Batch (__dlpack__, __dlpack_device__):
  * zero copy; the capsule keeps the batch alive until its consumer calls the
- * deleter.
+ * deleter; __dlpack__(stream=S) makes S wait for a CUDA batch's decode
+ * (cuda.c), and the memory is freed after S's work.
  *
  * The structures below are written from the DLPack specification (ABI
  * version 0.x, capsule name "dltensor"): they are a small fixed ABI. */
@@ -81,7 +82,6 @@ PyObject *l3py_batch_dlpack(PyObject *obj, PyObject *args, PyObject *kw)
                                      &max_version, &dl_dev, &copy))
         return NULL;
     (void)max_version;
-    (void)stream; /* the batch is complete when the object exists: no sync needed */
     if (copy != Py_None && PyObject_IsTrue(copy) == 1) {
         PyErr_SetString(PyExc_BufferError, "l3.Batch: copy=True is not supported");
         return NULL;
@@ -97,6 +97,10 @@ PyObject *l3py_batch_dlpack(PyObject *obj, PyObject *args, PyObject *kw)
             return NULL;
         }
     }
+    /* CUDA: the consumer's stream waits (on the device) for the decode, as
+     * the DLPack protocol says (CPU batches are complete already) */
+    if (self->device >= 0 && l3py_cuda_export(self, stream))
+        return NULL;
     dl_managed *m = PyMem_RawCalloc(1, sizeof *m + sizeof(int64_t) * 4);
     if (!m)
         return PyErr_NoMemory();

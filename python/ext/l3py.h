@@ -10,8 +10,11 @@
  *   decode_batch.c  l3.decode_batch: inputs, output shape, statuses, the CPU batch path
  *   decode_list.c   l3.decode_list: a list of arrays, each image its own shape (CPU)
  *   status.c        failed images: strict=True raises, None warns, False is silent
- *   cuda.c          the CUDA path: per-device contexts, device buffers, GPU batch decode
+ *   cuda.c          the CUDA path: per-device contexts, pool memory, GPU batch decode,
+ *                   finishing batches (statuses), fork()
  *   out.c           a caller's output buffer (out=): buffer protocol or DLPack, checked
+ *   cuda_stream.c   which device and stream: PyTorch's current ones, "cuda:N", explicit
+ *                   streams; DLPack and CUDA-array-interface stream values
  * The pure-Python package (python/l3/) re-exports all of it as `l3`.
  */
 #ifndef L3PY_H
@@ -34,6 +37,8 @@
 #include "l3gpu.h"
 
 #define L3PY_MAX_DEVICES 16
+#define L3PY_DEVICE_CURRENT (-2) /* "cuda": the current CUDA device (PyTorch's, if in use) */
+#define L3PY_MAX_CONSUMERS 8     /* streams a batch was exported to, waited on before its free */
 
 /* ---- out.c: a caller's output buffer ---- */
 #define L3PY_OUT_MAX_DIMS 8
@@ -54,6 +59,8 @@ struct l3py_out {
  * producer orders its work before STREAM). 0, or -1 with an exception naming
  * WHAT. On success l3py_out_release must follow. */
 int l3py_out_get(PyObject *obj, uintptr_t stream, struct l3py_out *o, const char *what);
+/* The CUDA device OBJ's memory says (DLPack) it is on, else -1. Never raises. */
+int l3py_out_device(PyObject *obj);
 /* Checks element type, shape (NDIM extents) and element alignment; 0 or -1
  * with ValueError. */
 int l3py_out_check(const struct l3py_out *o, int dtype, int ndim, const int64_t *shape,
@@ -68,7 +75,8 @@ PyObject *l3py_raise_status(int st, const char *what);
 
 /* ---- args.c: each returns 0, or -1 with a Python exception set ---- */
 int l3py_parse_threads(PyObject *obj, unsigned *threads);  /* None/0: all CPUs (<= 256) */
-int l3py_parse_device(PyObject *obj, int *device);         /* -1: CPU, else CUDA index */
+int l3py_parse_device(PyObject *obj, int *device);         /* -1: CPU, L3PY_DEVICE_CURRENT,
+                                                               else a CUDA index */
 int l3py_parse_dtype(PyObject *obj, int *dtype);           /* enum l3gpu_dtype */
 int l3py_parse_layout(const char *layout, int *layout_ret); /* enum l3gpu_layout */
 int l3py_parse_channels(PyObject *obj, int *channels);     /* None keeps 0 (native) */
@@ -102,11 +110,18 @@ typedef struct {
     int dtype;        /* enum l3gpu_dtype */
     int ndim;
     int64_t shape[4];
-    PyObject *status; /* list of int */
-    PyObject *errors; /* list of str or None */
+    PyObject *status; /* list of int; NULL while a CUDA batch is not finished */
+    PyObject *errors; /* list of str or None; likewise */
     int exported;     /* number of live DLPack exports */
     Py_ssize_t py_shape[4], py_strides[4]; /* the buffer protocol's shape, strides */
     struct l3py_out *out; /* decode_batch(out=): the caller's memory, held; NULL: data is ours */
+    /* CUDA batches (the GIL protects these) */
+    void *stream;     /* the stream it was decoded on (a cudaStream_t) */
+    int *pending;     /* statuses of a batch not finished yet (PyMem_Raw), else NULL */
+    int finishing;    /* threads inside l3py_cuda_finish() (they use `pending`) */
+    int strict_mode;  /* strict= of the call: -1 None (warn when finished), 0, 1 */
+    void *consumers[L3PY_MAX_CONSUMERS]; /* streams given to __dlpack__ */
+    int nconsumers;
 } BatchObject;
 
 extern PyTypeObject l3py_batch_type;
@@ -118,6 +133,9 @@ BatchObject *l3py_batch_new(int device, int dtype, Py_ssize_t n, const uint32_t 
 int l3py_batch_alloc_host(BatchObject *b);
 /* Fills .status and .errors from per-image statuses; returns the number failed, or -1. */
 int l3py_batch_set_status(BatchObject *b, const int *status);
+/* A CUDA batch's statuses are known only once it is finished: finishes it
+ * (waits for that batch only) if needed. 0, or -1 with an exception set. */
+int l3py_batch_resolve(BatchObject *b);
 PyObject *l3py_batch_shape_tuple(const BatchObject *b);
 
 /* ---- share.c ---- */
@@ -141,16 +159,23 @@ int l3py_get_inputs(PyObject *seq, Py_buffer *views, struct l3gpu_input *in);
 void l3py_release_inputs(Py_buffer *views, Py_ssize_t n);
 
 /* ---- cuda.c (every entry exists with or without CUDA support built) ---- */
-/* 0 when device DEV can be used now (its context created on first use), else
- * -1 with RuntimeError: not built with CUDA, no usable device, or after fork(). */
-int l3py_cuda_prepare(int dev);
-/* Allocates b->data on the batch's device and decodes the batch into it,
- * waiting for the result; per-image statuses in STATUS. 0, or -1 with an
- * exception set (a failed image is a status, not an error). */
+/* Resolves *dev (L3PY_DEVICE_CURRENT: the current device) and makes sure it
+ * can be used now (its context created on first use). 0, or -1 with
+ * RuntimeError: not built with CUDA, no usable device, or CUDA after fork(). */
+int l3py_cuda_prepare(int *dev);
+/* Decodes the batch on b->device, on STREAM (a cudaStream_t from
+ * l3py_parse_stream), into memory of the context's pool (or b->out's).
+ * Returns when the work is queued: the statuses come with
+ * l3py_batch_resolve(). 0, or -1 with an exception. */
 int l3py_cuda_decode_batch(BatchObject *b, const struct l3gpu_input *in, size_t n,
-                           const struct l3gpu_format *fmt, int *status, uintptr_t stream);
-/* Frees device memory of a batch (nothing after fork(): the context is the parent's). */
-void l3py_cuda_free(int dev, void *data);
+                           const struct l3gpu_format *fmt, void *stream);
+/* Finishes a pending CUDA batch (fills .status/.errors). 0, or -1. */
+int l3py_cuda_finish(BatchObject *b);
+/* Before a CUDA batch goes: finishes it, frees its memory in stream order
+ * after every stream it was exported to. Never raises. */
+void l3py_cuda_release(BatchObject *b);
+/* __dlpack__(stream=S): S waits (on the device) for the batch. 0, or -1. */
+int l3py_cuda_export(BatchObject *b, PyObject *stream);
 PyObject *l3py_cuda_available(PyObject *self, PyObject *unused);
 /* l3._l3._copy_to_host(batch) -> bytes: the batch's memory, copied from the
  * device for a GPU batch (tests read GPU batches with it where torch has no
@@ -158,4 +183,22 @@ PyObject *l3py_cuda_available(PyObject *self, PyObject *unused);
 PyObject *l3py_copy_to_host(PyObject *self, PyObject *arg);
 extern const int l3py_built_with_cuda;
 
+/* ---- cuda_stream.c ---- */
+/* PyTorch's current CUDA device when torch is imported and its CUDA is
+ * initialised, else -1 (no exception). */
+int l3py_torch_current_device(void);
+/* A stream argument: NULL/None -> PyTorch's current stream of dev when it
+ * uses CUDA, else the legacy default stream (NULL); an int (0 and 1: legacy,
+ * 2: per-thread); an object with .cuda_stream (torch) or .ptr (CuPy).
+ * 0, or -1 with an exception set. */
+int l3py_parse_stream(PyObject *obj, int dev, void **stream);
+/* DLPack's stream argument (None: legacy, -1: no synchronisation wanted,
+ * 0 refused, 1 legacy, 2 per-thread, else a handle): 0 with *stream set and
+ * *none = 1 for -1; -1 with BufferError/TypeError. */
+int l3py_parse_dlpack_stream(PyObject *obj, void **stream, int *none);
+/* The CUDA array interface's value for a stream (legacy NULL -> 1). */
+PyObject *l3py_cai_stream(void *stream);
+/* True when torch says this process is a child forked after its parent
+ * initialised CUDA (torch.cuda._is_in_bad_fork()). */
+int l3py_torch_in_bad_fork(void);
 #endif

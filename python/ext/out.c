@@ -185,21 +185,28 @@ static int from_dlpack(PyObject *obj, uintptr_t stream, struct l3py_out *o, cons
     return 0;
 }
 
+int l3py_out_device(PyObject *obj)
+{
+    int id = -1;
+    PyObject *dev = PyObject_HasAttrString(obj, "__dlpack__")
+                        ? PyObject_CallMethod(obj, "__dlpack_device__", NULL) : NULL;
+    if (dev && PyTuple_Check(dev) && PyTuple_GET_SIZE(dev) == 2 &&
+        PyLong_AsLong(PyTuple_GET_ITEM(dev, 0)) == DL_CUDA) {
+        long d = PyLong_AsLong(PyTuple_GET_ITEM(dev, 1));
+        id = d >= 0 && d < L3PY_MAX_DEVICES ? (int)d : L3PY_MAX_DEVICES;
+    }
+    Py_XDECREF(dev);
+    PyErr_Clear();
+    return id;
+}
+
 int l3py_out_get(PyObject *obj, uintptr_t stream, struct l3py_out *o, const char *what)
 {
     memset(o, 0, sizeof *o);
     o->device = -1;
     /* memory that says it is on a device goes by DLPack, whatever else it
      * offers (an l3.Batch on the GPU has a buffer slot that refuses) */
-    int on_device = 0;
-    PyObject *dev = PyObject_HasAttrString(obj, "__dlpack__")
-                        ? PyObject_CallMethod(obj, "__dlpack_device__", NULL) : NULL;
-    if (dev) {
-        on_device = PyTuple_Check(dev) && PyTuple_GET_SIZE(dev) == 2 &&
-                    PyLong_AsLong(PyTuple_GET_ITEM(dev, 0)) == DL_CUDA;
-        Py_DECREF(dev);
-    }
-    PyErr_Clear();
+    int on_device = l3py_out_device(obj) >= 0;
     if (!on_device && PyObject_CheckBuffer(obj))
         return from_buffer(obj, o, what);
     if (PyObject_HasAttrString(obj, "__dlpack__"))

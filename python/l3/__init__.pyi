@@ -57,7 +57,7 @@ def decode_batch(bufs: Sequence[_Buffer], *, device: Any = "cpu",
                  dtype: Optional[_DType] = None, channels: Optional[Literal[1, 3, 4]] = None,
                  mean: _Floats = None, std: _Floats = None, scale: _Floats = None,
                  threads: Optional[int] = None, strict: Optional[bool] = None,
-                 stream: int = 0, out: Any = None) -> Batch: ...
+                 stream: Any = None, out: Any = None) -> Batch: ...
 def decode_list(bufs: Sequence[_Buffer], *,
                 layout: Literal["HWC", "NHWC", "CHW", "NCHW"] = "HWC",
                 dtype: Optional[_DType] = None, channels: Optional[Literal[1, 3, 4]] = None,
