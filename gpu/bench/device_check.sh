@@ -21,8 +21,10 @@
 #   timing    batch 1, 8, 64, 256 of 2048x1024 RGB: decode and convert kernel
 #             times, device-resident, pinned and pageable inputs, next to this
 #             run's device-to-device copy bandwidth
-#   python    the l3 module built against the CUDA library: torch.from_dlpack
-#             == CPU path, stream semantics, Python-input timing
+#   pybuild   the l3 module built by hand against this build (needs Python.h
+#             and numpy), its CPU path checked
+#   python    with torch: torch.from_dlpack == CPU path, current device and
+#             stream, DLPack/CAI stream semantics, Python-input timing
 # Output: everything under $OUT (default build-devcheck/out): the log, ptxas
 # report, sanitizer and ncu reports, summary.txt.
 # Exit: 0 every step ran and passed; 1 a failure (a mismatch, an error);
@@ -46,6 +48,9 @@ exec 3>&1 > >(tee -a "$log" >&3) 2>&1
 teepid=$!
 
 declare -a STEPS
+step_field() { local s; for s in "${STEPS[@]}"; do [ "${s%%|*}" = "$1" ] && { IFS='|' read -r _ a b <<<"$s"; [ "$2" = 1 ] && echo "$a" || echo "$b"; return; }; done; }
+step_status() { step_field "$1" 1; }
+step_detail() { step_field "$1" 2; }
 step() { # name status detail
     STEPS+=("$1|$2|$3")
     printf '== %-10s %-8s %s\n' "$1" "$2" "$3"
@@ -178,6 +183,61 @@ fi
 step build PASS "$(( $(date +%s) - tb )) s$([ $have_nvcc = 1 ] && echo ", CUDA for sm_${archs// /,sm_}" || echo ", CPU only (no nvcc)")"
 bin=$b/l3gpu_devcheck
 
+# ---------------- pybuild: the l3 module against this build (CPU side) ----------------
+py_reason=""
+if ! command -v "$PY" >/dev/null 2>&1; then
+    py_reason="no $PY"
+elif ! "$PY" -c 'import numpy' 2>/dev/null; then
+    py_reason="$PY cannot import numpy"
+else
+    pyinc=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+    [ -f "$pyinc/Python.h" ] || py_reason="no Python.h under $pyinc"
+fi
+if [ -n "$py_reason" ]; then
+    step pybuild "NOT RUN" "$py_reason"
+else
+    npinc=$("$PY" -c 'import numpy; print(numpy.get_include())')
+    ext=$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+    rm -rf "$b/py" && mkdir -p "$b/py/l3"
+    cp python/l3/*.py "$b/py/l3/"
+    pobjs=()
+    pok=1
+    pydef=()
+    [ $have_nvcc = 1 ] && pydef=(-DL3_HAVE_CUDA=1)
+    for f in python/ext/*.c; do
+        o=$b/py_$(basename "$f" .c).o
+        pobjs+=("$o")
+        $CC "${cflags[@]}" -fno-strict-aliasing -DL3PY_NO_PNG "${pydef[@]}" -Ipython/ext \
+            -I"$pyinc" -I"$npinc" \
+            -c "$f" -o "$o" || pok=0
+    done
+    core=()
+    for o in "${objs[@]}"; do
+        case $o in *device_check*|*devcheck_*) ;; *) core+=("$o") ;; esac
+    done
+    if [ $pok = 1 ] && [ $have_nvcc = 1 ]; then
+        "$NVCC" -shared -Xcompiler -fPIC -o "$b/py/l3/_l3$ext" "${pobjs[@]}" "${core[@]}" \
+            "$b/l3gpu.o" -lpthread -lm || pok=0
+    elif [ $pok = 1 ]; then
+        $CC -shared -o "$b/py/l3/_l3$ext" "${pobjs[@]}" "${core[@]}" -pthread -lm || pok=0
+    fi
+    # the CPU path of the hand-built module: a generated image round trip
+    [ $pok = 1 ] && PYTHONPATH="$b/py" "$PY" -c '
+import numpy as np, l3
+a = (np.arange(45 * 70 * 3, dtype=np.uint32) * 7919 % 251).astype(np.uint8).reshape(45, 70, 3)
+e = l3.encode(a, tile=32)
+assert np.array_equal(l3.decode(e), a)
+b = np.from_dlpack(l3.decode_batch([e, e], device="cpu", layout="NHWC"))
+assert b.shape == (2, 45, 70, 3) and np.array_equal(b[1], a)
+print("l3 module: CPU round trip ok; built_with_cuda", l3.built_with_cuda, "cuda_available", l3.cuda_available())
+' || pok=0
+    if [ $pok = 1 ]; then
+        step pybuild PASS "$($PY -c 'import sys; print("Python %d.%d" % sys.version_info[:2])'), CPU round trip"
+    else
+        step pybuild FAIL "building or importing the l3 module failed"
+    fi
+fi
+
 # ---------------- check (CPU, then GPU) ----------------
 t=$(budget 200)
 if [ "$t" = 0 ]; then step check "NOT RUN" "out of time"; summary 4; fi
@@ -197,7 +257,7 @@ case $rc in
 *) grep -q '^GPU: ' "$out/check.txt" && gpu_present=1
    step gpu FAIL "exit $rc (see FAIL lines in check.txt)" ;;
 esac
-if [ "$cpu_st" != PASS ]; then summary 1; fi
+if [ "$cpu_st" != PASS ] || [ "$(step_status pybuild)" = FAIL ]; then summary 1; fi
 if [ $gpu_present = 0 ]; then
     [ $rc = 3 ] && summary 3
     summary 1
@@ -255,53 +315,24 @@ else
     fi
 fi
 
-# ---------------- python ----------------
-py_reason=""
-if ! command -v "$PY" >/dev/null 2>&1; then
-    py_reason="no $PY"
-elif ! "$PY" -c 'import numpy, torch' 2>/dev/null; then
-    py_reason="$PY cannot import numpy and torch"
-else
-    pyinc=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
-    [ -f "$pyinc/Python.h" ] || py_reason="no Python.h under $pyinc"
-fi
-if [ -n "$py_reason" ]; then
-    step python "NOT RUN" "$py_reason"
+# ---------------- python (GPU part; built in the pybuild step) ----------------
+if [ "$(step_status pybuild)" != PASS ]; then
+    step python "NOT RUN" "no Python module ($(step_detail pybuild))"
+elif ! "$PY" -c 'import torch' 2>/dev/null; then
+    step python "NOT RUN" "$PY cannot import torch"
 else
     t=$(budget 150)
     if [ "$t" = 0 ]; then
         step python "NOT RUN" "out of time"
     else
-        npinc=$("$PY" -c 'import numpy; print(numpy.get_include())')
-        ext=$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-        rm -rf "$b/py" && mkdir -p "$b/py/l3"
-        cp python/l3/*.py "$b/py/l3/"
-        pobjs=()
-        pok=1
-        for f in python/ext/*.c; do
-            o=$b/py_$(basename "$f" .c).o
-            pobjs+=("$o")
-            $CC "${cflags[@]}" -fno-strict-aliasing -DL3_HAVE_CUDA=1 -Ipython/ext -I"$pyinc" \
-                -I"$npinc" -c "$f" -o "$o" || pok=0
-        done
-        core=()
-        for o in "${objs[@]}"; do
-            case $o in *device_check*|*devcheck_*) ;; *) core+=("$o") ;; esac
-        done
-        [ $pok = 1 ] && "$NVCC" -shared -Xcompiler -fPIC -o "$b/py/l3/_l3$ext" "${pobjs[@]}" \
-            "${core[@]}" "$b/l3gpu.o" -lpthread -lm || pok=0
-        if [ $pok = 0 ]; then
-            step python FAIL "building the extension failed"
+        PYTHONPATH="$b/py" timeout "$t" "$PY" gpu/bench/torch_check.py "$dc" \
+            "$out/python-timing.txt" > "$out/python.txt" 2>&1
+        r=$?
+        cat "$out/python.txt"
+        if [ $r = 0 ] && grep -q '^STEP python: PASS' "$out/python.txt"; then
+            step python PASS "torch.from_dlpack == CPU, stream semantics, timing"
         else
-            PYTHONPATH="$b/py" timeout "$t" "$PY" gpu/bench/torch_check.py "$dc" \
-                "$out/python-timing.txt" > "$out/python.txt" 2>&1
-            r=$?
-            cat "$out/python.txt"
-            if [ $r = 0 ] && grep -q '^STEP python: PASS' "$out/python.txt"; then
-                step python PASS "torch.from_dlpack == CPU, stream semantics, timing"
-            else
-                step python FAIL "exit $r"
-            fi
+            step python FAIL "exit $r"
         fi
     fi
 fi

@@ -12,7 +12,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export L3_DEVCHECK_DIR=$tmp/dc L3_DEVCHECK_BUILD=$tmp/build OUT=$tmp/out
 L3_BUILD=$1 L3_CORPUS=$tmp/no-corpus "$src/gpu/bench/devcheck_prep.sh" || { echo "FAIL: prep"; exit 1; }
-L3_GPU_ARCHS=${L3_GPU_ARCHS:-90} "$src/gpu/bench/device_check.sh" > "$tmp/run.txt" 2>&1
+PYTHON=/usr/bin/python3 L3_GPU_ARCHS=${L3_GPU_ARCHS:-90} "$src/gpu/bench/device_check.sh" > "$tmp/run.txt" 2>&1
 rc=$?
 cat "$tmp/run.txt"
 fail=0
@@ -20,6 +20,7 @@ check() { grep -qE -- "$1" "$tmp/out/summary.txt" || { echo "FAIL: summary lacks
 [ "$rc" = 3 ] || { echo "FAIL: exit $rc, want 3"; fail=1; }
 check '^build +PASS'
 check '^cpu +PASS'
+check '^pybuild +PASS'   # Debian's python3 with numpy and Python.h (scripts/deps.sh)
 check '^gpu +NOT RUN +no usable GPU'
 check 'no usable GPU: .*every CPU step passed \(exit 3\)'
 if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then

@@ -209,6 +209,11 @@ PyObject *l3py_encode(PyObject *self, PyObject *args, PyObject *kw)
     size_t out_size = 0;
     int st;
     if (PyBytes_Check(obj) || PyByteArray_Check(obj) || PyMemoryView_Check(obj)) {
+#ifdef L3PY_NO_PNG /* built without the codec's PNG side (gpu/bench/device_check.sh) */
+        PyErr_SetString(PyExc_RuntimeError,
+                        "l3.encode: this build has no PNG support (pass a numpy array)");
+        return NULL;
+#else
         Py_buffer b;
         if (PyObject_GetBuffer(obj, &b, PyBUF_SIMPLE))
             return NULL;
@@ -222,6 +227,7 @@ PyObject *l3py_encode(PyObject *self, PyObject *args, PyObject *kw)
         st = l3_transcode_png(b.buf, (size_t)b.len, &opt, &out, &out_size);
         Py_END_ALLOW_THREADS
         PyBuffer_Release(&b);
+#endif
     } else {
         PyArrayObject *a = (PyArrayObject *)PyArray_FROM_OF(obj, NPY_ARRAY_C_CONTIGUOUS |
                                                                      NPY_ARRAY_ALIGNED);
