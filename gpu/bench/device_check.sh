@@ -119,7 +119,7 @@ srcs=()
 for f in codec/*.c; do
     case $f in codec/png.c|codec/transcode.c) ;; *) srcs+=("$f") ;; esac  # the PNG side needs libpng
 done
-srcs+=(gpu/cpu.c gpu/bench/devcheck_inputs.c gpu/bench/devcheck_cpu.c)
+srcs+=(gpu/*.c gpu/bench/devcheck_inputs.c gpu/bench/devcheck_cpu.c)  # the CPU batch decoder
 objs=()
 build_ok=1
 pids=()
