@@ -201,7 +201,9 @@ char *l3fs_render_json(const struct l3fs_snapshot *s)
     return sb_finish(&b);
 }
 
-/* A Prometheus label value: backslash, double quote and newline escaped. */
+/* A Prometheus label value: backslash, double quote and newline escaped;
+ * other control characters as the text \xNN (as in the log; the format
+ * itself escapes only those three, so they are written "\\xNN"). */
 static void sb_label(struct sbuf *b, const char *name, const char *v)
 {
     sb_printf(b, "%s%s=\"", b->len && b->p[b->len - 1] != '{' ? "," : "", name);
@@ -210,6 +212,8 @@ static void sb_label(struct sbuf *b, const char *name, const char *v)
             sb_printf(b, "\\%c", *v);
         else if (*v == '\n')
             sb_printf(b, "\\n");
+        else if ((unsigned char)*v < 0x20 || *v == 0x7f)
+            sb_printf(b, "\\\\x%02x", (unsigned)(unsigned char)*v);
         else
             sb_printf(b, "%c", *v);
     }

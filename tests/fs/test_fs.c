@@ -1504,6 +1504,12 @@ Test(names, escaped_for_logs_and_json)
     cr_assert_eq(l3fs_json_string(j, "source", back, sizeof back), 0);
     cr_assert_str_eq(back, "/data/x\ny\x1bz");
     free(j);
+    /* and in the Prometheus labels: no raw control byte either */
+    s.mountpoint = "/m";
+    char *m = l3fs_render_prometheus(&s);
+    cr_assert(strchr(m, '\x1b') == NULL, "%s", m);
+    cr_assert(strstr(m, "source=\"/data/x\\ny\\\\x1bz\"") != NULL, "%s", m);
+    free(m);
 }
 
 Test(options, both_spellings)
