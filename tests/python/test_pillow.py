@@ -81,17 +81,20 @@ class Plugin(unittest.TestCase):
         if not sets[0][1]:
             self.skipTest(f"PngSuite not found in {PNGSUITE} (scripts/fetch-pngsuite.sh)")
         modes = {}
-        total = 0
+        counts = []  # (corpus, files equal, files)
         for name, files in sets:
             self.assertTrue(files, f"{name}: no PNG files")
+            equal = 0
             for i, p in enumerate(files):
                 with self.subTest(png=p):
                     m = self.check_one(p, f"{name}{i}")
                     modes[m] = modes.get(m, 0) + 1
-                    total += 1
-        print(f"# pillow: {total} PNGs, each equal as .l3, .png, no extension and a file "
-              f"object: " + ", ".join(f"{n} {len(f)}" for n, f in sets)
-              + "; modes " + ", ".join(f"{m} {c}" for m, c in sorted(modes.items())))
+                    equal += 1  # not reached when check_one failed
+            counts.append((name, equal, len(files)))
+        print("# pillow: files equal under the names x.l3, x.png, x and from a file object: "
+              + ", ".join(f"{n} {e}/{t}" for n, e, t in counts)
+              + f"; total {sum(c[1] for c in counts)}/{sum(c[2] for c in counts)}; modes "
+              + ", ".join(f"{m} {c}" for m, c in sorted(modes.items())))
         # every mode Pillow gives PNGs is covered by PngSuite + the sample
         for m in ("1", "L", "LA", "I", "P", "RGB", "RGBA"):
             self.assertIn(m, modes)
