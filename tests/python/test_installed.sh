@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # test_installed.sh — the Python package as a user installs it from the tree,
-# without network: one wheel built by pip + meson-python
-# (pip wheel --no-build-isolation), installed with
-#   pip install --no-deps --target DIR       (Debian's numpy stays the system's)
-#   a venv --system-site-packages + pip install
-# and in each, from a directory outside the tree: `import l3` must come from
-# the installation, then the Python test suites run against it
+# without network, with the commands of docs/INSTALL.md, run from the root
+# of a copy of the tree:
+#   /usr/bin/python3 -m pip install --no-build-isolation --no-deps --target DIR .
+#   python3 -m venv --system-site-packages V; V/bin/pip install --no-build-isolation .
+# (each with --no-index, so that a dependency pip wanted to download fails
+# instead of waiting on the network, and --config-settings builddir=: both share one
+# meson-python build, the CUDA library makes it minutes). They run in a copy
+# of the tree's files (git ls-files, as a fresh checkout has them: what
+# meson-python or a build left in the source tree cannot change the result;
+# without git, a copy without build*/), and in each, from a
+# directory outside the tree: `import l3` must come from the installation,
+# then the Python test suites run against it
 # (--target: tests/gpu/test_l3py.py, tests/python/test_api.py,
 # tests/python/test_pillow.py, test_out.py, test_torch.py; venv: test_api.py,
 # test_pillow.py, test_out.py).
@@ -25,23 +31,34 @@ ok() { n=$((n + 1)); echo "ok $n - $*"; }
 note() { sed 's/^/# /'; }
 fail() { n=$((n + 1)); echo "not ok $n - $*"; echo "1..$n"; exit 1; }
 
+only_l3() { # DIR: what pip put there is the l3 package and its dist-info only
+    (cd "$1" && find . -mindepth 1 -maxdepth 1 | sed 's|^\./||' | sort) >"$work/top"
+    note <"$work/top"
+    ! grep -vqE '^l3$|^l3-[0-9.]+\.dist-info$' "$work/top"
+}
+tree=$work/tree
+mkdir "$tree"
+if git -C "$src" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    (cd "$src" && git ls-files -z -co --exclude-standard | xargs -0 cp -P --parents -t "$tree")
+else
+    (cd "$src" && tar -c --exclude='./build*' --exclude=./.mesonpy-native-file.ini .) | tar -x -C "$tree"
+fi || fail "copy of the source tree"
+ok "the tree to install from: $(find "$tree" -type f | wc -l) files"
+cfg=(--config-settings "builddir=$work/mesonpy-build")  # pip 23.0: no -C
 t0=$(date +%s)
-"$py" -m pip wheel --no-build-isolation --no-deps --no-index -w "$work/wheels" "$src" \
-    >"$work/build.log" 2>&1 || { tail -40 "$work/build.log" | note; fail "pip wheel"; }
-whl=$(ls "$work"/wheels/l3-*.whl)
-ok "pip wheel --no-build-isolation built $(basename "$whl") in $(( $(date +%s) - t0 )) s"
-"$py" -m zipfile -l "$whl" | awk 'NR > 1 {print "  " $1}' | note
-"$py" -m zipfile -l "$whl" | awk 'NR > 1 {print $1}' | grep -vqE '^l3/|^l3-[0-9.]+\.dist-info/' &&
-    fail "the wheel holds files outside the l3 package"
-ok "the wheel holds the l3 package and its dist-info only"
+(cd "$tree" && "$py" -m pip install --no-build-isolation --no-deps --no-index "${cfg[@]}" \
+    --target "$work/target" .) >"$work/pip1.log" 2>&1 ||
+    { tail -40 "$work/pip1.log" | note; fail "pip install --no-build-isolation --no-deps --target DIR ."; }
+ok "pip install --no-build-isolation --no-deps --target DIR . (built and installed in $(( $(date +%s) - t0 )) s)"
+only_l3 "$work/target" || fail "pip --target put more than the l3 package into DIR"
+ok "DIR holds the l3 package and its dist-info only"
+find "$work/target/l3" -type f | sed "s|^$work/target/||" | sort | note
 
-"$py" -m pip install --no-deps --no-index --target "$work/target" "$whl" >"$work/pip1.log" 2>&1 ||
-    { note <"$work/pip1.log"; fail "pip install --target"; }
-ok "pip install --no-deps --target DIR"
 "$py" -m venv --system-site-packages "$work/venv"
-"$work/venv/bin/pip" install --no-index "$whl" >"$work/pip2.log" 2>&1 ||
-    { note <"$work/pip2.log"; fail "pip install into a venv"; }
-ok "pip install into a venv --system-site-packages"
+t0=$(date +%s)
+(cd "$tree" && "$work/venv/bin/pip" install --no-build-isolation --no-index "${cfg[@]}" .) \
+    >"$work/pip2.log" 2>&1 || { tail -40 "$work/pip2.log" | note; fail "pip install into a venv"; }
+ok "venv --system-site-packages: pip install --no-build-isolation . ($(( $(date +%s) - t0 )) s, the build reused)"
 
 run() { # name python PYTHONPATH where-the-package-must-be suites...
     local name=$1 python=$2 pp=$3 want=$4
