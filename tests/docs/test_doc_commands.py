@@ -1,8 +1,10 @@
-"""Runs the commands of README.md and examples/README.md as written: every
+"""Runs the commands of every README.md (README.md, examples/, bench/) as written: every
 ```sh and ```python block, in document order, from the source root, except
 blocks marked with a preceding "<!-- not run by tests/docs: REASON -->" line
-(listed with their reason). Then scripts/demo.sh in its DIR mode on a tree
-that is not the sample. The only rewriting is where things go: /mnt/, /tmp/
+(listed with their reason). Then scripts/demo.sh on the sample and in its DIR
+mode on a tree that is not the sample, with this build (L3_DEMO_BUILD). Fails
+when a README.md of the tree is not in DOCS or has a ```bash (console, ...)
+block this test would not run. The only rewriting is where things go: /mnt/, /tmp/
 and /var/cache/l3fs point into a scratch directory, build/ is this build
 directory, and build/fs and build/codec are on PATH (as after meson install).
 Exit 77 (skip) without root or /dev/fuse (the blocks mount l3fs)."""
@@ -16,7 +18,17 @@ import tempfile
 
 SRC = os.environ["L3_SOURCE_ROOT"]
 BUILD = os.environ["L3_BUILD_ROOT"]
-DOCS = ["README.md", "examples/README.md"]
+DOCS = ["README.md", "examples/README.md", "bench/README.md"]
+OTHER_CODE = ("bash", "shell", "console", "zsh", "py", "python3", "pycon")  # fences to write as sh/python
+
+
+def readmes():
+    """Every README.md of the tree (build directories and hidden ones left out)."""
+    found = []
+    for top, dirs, files in os.walk(SRC):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "build"))]
+        found += [os.path.relpath(os.path.join(top, f), SRC) for f in files if f == "README.md"]
+    return sorted(found)
 PY = "/usr/bin/python3"
 
 
@@ -25,8 +37,16 @@ def blocks(path):
     lines = open(path).read().split("\n")
     out, i = [], 0
     while i < len(lines):
-        m = re.match(r"^```(sh|python)\s*$", lines[i])
+        m = re.match(r"^```(\w+)\s*$", lines[i])
         if not m:
+            i += 1
+            continue
+        if m.group(1) not in ("sh", "python"):  # a shell or Python block this test would miss
+            if m.group(1) in OTHER_CODE:
+                out.append((m.group(1), i + 1, "", None))
+            i += 1
+            while not lines[i].startswith("```"):
+                i += 1
             i += 1
             continue
         j = i - 1
@@ -75,9 +95,19 @@ def main():
         print(f"{status} {n} - {text}", flush=True)
 
     try:
+        missed = sorted(set(readmes()) - set(DOCS))
+        if missed:
+            failed += 1
+            case("not ok", f"README files whose commands this test does not run: {', '.join(missed)}")
+        else:
+            case("ok", f"every README.md of the tree is run: {', '.join(DOCS)}")
         for doc in DOCS:
             for kind, line, text, skip in blocks(os.path.join(SRC, doc)):
                 where = f"{doc}:{line} ({kind})"
+                if kind not in ("sh", "python"):
+                    failed += 1
+                    case("not ok", f"{where}: a ```{kind} block is not run (write it as ```sh or ```python)")
+                    continue
                 if skip:
                     skipped.append(where)
                     case("ok", f"{where} # SKIP {skip}")
@@ -104,15 +134,20 @@ def main():
         suite = sorted(glob.glob("/var/cache/l3fs-corpus/png/pngsuite/*.png"))[:6]
         for i, p in enumerate(suite or sorted(glob.glob(f"{SRC}/data/sample/art/*.png"))):
             shutil.copy(p, f"{tree}/a b/c/img{i}.PNG" if i % 2 else f"{tree}/x{i}.png")
-        r = subprocess.run([f"{SRC}/scripts/demo.sh", tree], cwd=SRC, capture_output=True,
-                           text=True, env=dict(env, L3_DEMO_BUILD=BUILD), timeout=600)
-        ran += 1
-        if r.returncode == 0 and "demo finished" in r.stdout:
-            case("ok", f"scripts/demo.sh DIR on a {len(os.listdir(tree))}-entry tree that is not the sample")
-        else:
-            failed += 1
-            case("not ok", f"scripts/demo.sh DIR: exit {r.returncode}")
-            sys.stderr.write(f"{r.stdout[-3000:]}{r.stderr[-3000:]}\n")
+        # scripts/demo.sh as the quick start runs it (sample tree), then DIR mode;
+        # the build is this one (L3_DEMO_BUILD: no apt, no second build)
+        for args, what in (([], "scripts/demo.sh (the sample tree)"),
+                           ([tree], f"scripts/demo.sh DIR on a {len(os.listdir(tree))}-entry tree "
+                                    "that is not the sample")):
+            r = subprocess.run([f"{SRC}/scripts/demo.sh", *args], cwd=SRC, capture_output=True,
+                               text=True, env=dict(env, L3_DEMO_BUILD=BUILD), timeout=600)
+            ran += 1
+            if r.returncode == 0 and "demo finished" in r.stdout:
+                case("ok", what)
+            else:
+                failed += 1
+                case("not ok", f"{what}: exit {r.returncode}")
+                sys.stderr.write(f"{r.stdout[-3000:]}{r.stderr[-3000:]}\n")
     finally:
         unmount_all(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
