@@ -17,6 +17,7 @@
 #include "helpers.h"
 #include "l3.h"
 #include "l3_internal.h"
+#include "tc_file.h"
 
 /* Encodes px with the kernels (portable = 0) or the reference (1). */
 static void *encode_with(const struct l3_info *info, const void *px,
@@ -174,20 +175,6 @@ Test(encode_simd, every_color_model_and_depth)
                 }
 }
 
-static uint8_t *read_all(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "%s", path);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)len);
-    cr_assert_eq(fread(b, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *n = (size_t)len;
-    return b;
-}
-
 Test(encode_simd, sample_images)
 {
     require_kernels();
@@ -204,7 +191,8 @@ Test(encode_simd, sample_images)
         char path[512];
         snprintf(path, sizeof path, "%s/data/sample/%s", root, files[i]);
         size_t pn;
-        uint8_t *png = read_all(path, &pn);
+        uint8_t *png = tc_slurp(path, &pn);
+        cr_assert_not_null(png, "%s", path);
         struct l3_info info;
         void *px = NULL;
         cr_assert_eq(l3_png_decode(png, pn, NULL, &info, &px, NULL), L3_OK, "%s", path);
