@@ -11,8 +11,7 @@ unsigned color_planes(unsigned color)
     return p[color];
 }
 
-void gen_pattern(struct gen *g, unsigned color, unsigned depth, uint32_t w, uint32_t h,
-                 uint64_t seed, unsigned tile, int trns, int pattern, int effort)
+uint32_t gen_begin(struct gen *g, unsigned color, unsigned depth, uint32_t w, uint32_t h)
 {
     memset(g, 0, sizeof *g);
     struct l3_info *f = &g->info;
@@ -21,7 +20,14 @@ void gen_pattern(struct gen *g, unsigned color, unsigned depth, uint32_t w, uint
     f->color = (uint8_t)color;
     f->channels = (uint8_t)color_planes(color);
     f->bit_depth = (uint8_t)depth;
-    uint32_t maxv = depth == 16 ? 65535u : (1u << depth) - 1u;
+    return depth == 16 ? 65535u : (1u << depth) - 1u;
+}
+
+void gen_pattern(struct gen *g, unsigned color, unsigned depth, uint32_t w, uint32_t h,
+                 uint64_t seed, unsigned tile, int trns, int pattern, int effort)
+{
+    uint32_t maxv = gen_begin(g, color, depth, w, h);
+    struct l3_info *f = &g->info;
     if (color == L3_COLOR_PALETTE) {
         f->palette_len = (uint16_t)(maxv + 1 < 200 ? maxv + 1 : 200);
         uint64_t s = seed ^ 77;

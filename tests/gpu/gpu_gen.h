@@ -21,6 +21,9 @@ struct gen {
 };
 
 unsigned color_planes(unsigned color);
+/* Clears g and fills its info for a w x h image of color/depth (no palette
+ * yet); returns the largest sample value, 2^depth - 1. */
+uint32_t gen_begin(struct gen *g, unsigned color, unsigned depth, uint32_t w, uint32_t h);
 /* Values < 2^depth. pattern 0: smooth gradient + noise blocks (so both coding
  * modes appear); pattern 1: an 8x8 random texture repeated, one 8x8 block in
  * 16 of noise (LZ planes). trns: a tRNS key colour (gray/RGB) that some

@@ -105,14 +105,8 @@ static void image_streams(const struct gen *g, uint64_t *rng, struct tally *t)
 static void gen_edges(struct gen *g, unsigned color, unsigned depth, uint32_t w, uint32_t h,
                       uint64_t seed, unsigned tile)
 {
-    memset(g, 0, sizeof *g);
+    uint32_t maxv = gen_begin(g, color, depth, w, h);
     struct l3_info *f = &g->info;
-    f->width = w;
-    f->height = h;
-    f->color = (uint8_t)color;
-    f->channels = (uint8_t)color_planes(color);
-    f->bit_depth = (uint8_t)depth;
-    uint32_t maxv = depth == 16 ? 65535u : (1u << depth) - 1u;
     const unsigned C = f->channels, alpha = color == L3_COLOR_RGBA || color == L3_COLOR_GRAY_ALPHA;
     g->px_size = (size_t)w * h * C * (depth == 16 ? 2 : 1);
     g->px = malloc(g->px_size);
