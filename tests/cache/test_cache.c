@@ -67,18 +67,25 @@ TestSuite(cache, .init = setup, .fini = teardown, .timeout = 120);
 
 static struct fake_codec fc;
 
-static l3cache *open_fake(const char *dir, uint64_t max_bytes, struct l3cache_internal *tweak)
+/* Opens a cache with the fake codec (or the caller's tweaked internals). */
+static l3cache *open_with(const struct l3cache_options *o, struct l3cache_internal *tweak)
 {
     struct l3cache_internal in;
     if (tweak)
         in = *tweak;
     else
         fake_internal(&in, &fc);
+    l3cache *c = NULL;
+    int r = l3cache_open_internal(o, &in, &c);
+    cr_assert_eq(r, 0, "open %s: %s", o->dir, strerror(-r));
+    return c;
+}
+
+static l3cache *open_fake(const char *dir, uint64_t max_bytes, struct l3cache_internal *tweak)
+{
     struct l3cache_options o = {.dir = dir, .max_bytes = max_bytes,
                                 .fsync_policy = L3CACHE_FSYNC_OBJECT};
-    l3cache *c = NULL;
-    int r = l3cache_open_internal(&o, &in, &c);
-    cr_assert_eq(r, 0, "open %s: %s", dir, strerror(-r));
+    l3cache *c = open_with(&o, tweak);
     /* waits for the first background scan: object counts are exact after */
     struct l3cache_stats s;
     cr_assert_eq(l3cache_get_stats(c, &s), 0);
@@ -1452,17 +1459,9 @@ Test(cache, real_codec_corpus, .timeout = 240)
 
 static l3cache *open_flags(unsigned flags, struct l3cache_internal *tweak)
 {
-    struct l3cache_internal in;
-    if (tweak)
-        in = *tweak;
-    else
-        fake_internal(&in, &fc);
     struct l3cache_options o = {.dir = cachedir, .fsync_policy = L3CACHE_FSYNC_OBJECT,
                                 .flags = flags};
-    l3cache *c = NULL;
-    int r = l3cache_open_internal(&o, &in, &c);
-    cr_assert_eq(r, 0, "open %s: %s", cachedir, strerror(-r));
-    return c;
+    return open_with(&o, tweak);
 }
 
 static uint64_t counter(l3cache *c, size_t offset)
