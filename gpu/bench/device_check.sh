@@ -109,7 +109,7 @@ mkdir -p "$b/gen"
 sed -e "s/@L3_VERSION_MAJOR@/$vmaj/" -e "s/@L3_VERSION_MINOR@/$vmin/" \
     -e "s/@L3_VERSION_PATCH@/$vpat/" -e "s/@L3_VERSION_STRING@/$ver/" \
     codec/l3_version.h.in > "$b/gen/l3_version.h"
-step setup PASS "tree version $ver; $(nproc) CPUs; nvcc: $([ $have_nvcc = 1 ] && "$NVCC" --version | tail -1 || echo none)"
+step setup PASS "tree version $ver; $(nproc) CPUs; nvcc: $([ $have_nvcc = 1 ] && echo "$NVCC, $("$NVCC" --version | tail -1)" || echo none)"
 
 # ---------------- build ----------------
 tb=$(date +%s)
@@ -124,7 +124,17 @@ objs=()
 build_ok=1
 pids=()
 cuda_def=()
-[ $have_nvcc = 1 ] && cuda_def=(-DL3_HAVE_CUDA=1 -isystem "$(dirname "$(dirname "$(readlink -f "$NVCC")")")/include")
+if [ $have_nvcc = 1 ]; then
+    # the CUDA headers as nvcc uses them (nvcc may be a wrapper elsewhere on PATH)
+    if cuda_dirs=$(gpu/cuda_paths.sh "$NVCC"); then
+        cuda_inc=${cuda_dirs%%$'\n'*}
+        cuda_def=(-DL3_HAVE_CUDA=1 -isystem "$cuda_inc")
+        echo "device_check: $NVCC; CUDA headers in $cuda_inc"
+    else
+        step build FAIL "nvcc at $NVCC, but no CUDA runtime headers and library (gpu/cuda_paths.sh)"
+        summary 1
+    fi
+fi
 for f in "${srcs[@]}" gpu/bench/device_check.c; do
     o=$b/$(echo "$f" | tr / _).o
     objs+=("$o")

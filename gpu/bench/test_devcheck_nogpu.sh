@@ -12,6 +12,15 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export L3_DEVCHECK_DIR=$tmp/dc L3_DEVCHECK_BUILD=$tmp/build OUT=$tmp/out
 L3_BUILD=$1 L3_CORPUS=$tmp/no-corpus "$src/gpu/bench/devcheck_prep.sh" || { echo "FAIL: prep"; exit 1; }
+# nvcc through a wrapper script in another directory (as /usr/local/bin/nvcc
+# can be): the check must find the CUDA headers as nvcc does
+nvcc=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })
+if [ -n "$nvcc" ]; then
+    mkdir -p "$tmp/wrap"
+    printf '#!/bin/sh\nexec "%s" "$@"\n' "$(readlink -f "$nvcc")" > "$tmp/wrap/nvcc"
+    chmod +x "$tmp/wrap/nvcc"
+    export NVCC=$tmp/wrap/nvcc
+fi
 PYTHON=/usr/bin/python3 L3_GPU_ARCHS=${L3_GPU_ARCHS:-90} "$src/gpu/bench/device_check.sh" > "$tmp/run.txt" 2>&1
 rc=$?
 cat "$tmp/run.txt"
@@ -23,7 +32,7 @@ check '^cpu +PASS'
 check '^pybuild +PASS'   # Debian's python3 with numpy and Python.h (scripts/deps.sh)
 check '^gpu +NOT RUN +no usable GPU'
 check 'no usable GPU: .*every CPU step passed \(exit 3\)'
-if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+if [ -n "$nvcc" ]; then
     check '^l3g_decode_planes +sm_[0-9]+ +[0-9]+ registers'
     check '^l3g_convert +sm_[0-9]+ +[0-9]+ registers'
 fi
