@@ -63,13 +63,14 @@ static void dl_deleter(dl_managed *m)
 
 static void dl_capsule_destructor(PyObject *cap)
 {
-    /* Still named "dltensor": nobody consumed it, so we own it. */
+    /* Still named "dltensor": nobody consumed it, so we own it. A consumer
+     * renamed it and calls the deleter itself. (PyCapsule_IsValid sets no
+     * error; an error already set -- a consumer that failed and is
+     * releasing it -- must survive this destructor.) */
     if (PyCapsule_IsValid(cap, "dltensor")) {
         dl_managed *m = PyCapsule_GetPointer(cap, "dltensor");
         if (m && m->deleter)
             m->deleter(m);
-    } else {
-        PyErr_Clear();
     }
 }
 

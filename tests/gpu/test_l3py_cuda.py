@@ -250,6 +250,48 @@ class CudaPath(unittest.TestCase):
         self.assertIsNone(b3.__cuda_array_interface__["stream"], "finished: nothing to wait for")
         del b, b2, b3
 
+    def test_out_on_the_gpu(self):
+        """decode_batch(out=<CUDA memory>): decodes into it on its GPU, on the
+        given stream, after the producer's pending work on it; allocates
+        nothing; the returned batch keeps out alive; mismatches are
+        ValueErrors."""
+        bufs = base.make_set("rgb8", n=3)
+        other = bufs[::-1]  # the same shape, other bytes in every slot
+        want = np.from_dlpack(l3.decode_batch(other))
+        s1, s1b = new_stream(1), new_stream(1)
+        a = l3.decode_batch(bufs, device="cuda:1", stream=s1)  # queued, not yet run
+        pending = LIB.fakecuda_pending_ops()
+        self.assertGreater(pending, 0, "the first decode ran eagerly: no ordering to check")
+        b = l3.decode_batch(other, out=a, stream=s1b)  # device follows out: cuda:1
+        self.assertEqual(b.device, "cuda:1")
+        self.assertEqual(b.data_ptr, a.data_ptr)
+        self.assertEqual(LIB.fakecuda_last_launch_stream(), s1b)
+        ptr = a.data_ptr
+        del a  # b views a's memory and keeps it referenced
+        self.assertTrue(np.array_equal(download(b), want))
+        self.assertEqual(b.data_ptr, ptr)
+        self.assertEqual(list(b.status), [0, 0, 0])
+        no_races(self)  # s1b waited for the first decode before writing over it
+        # warm (the context's scratch exists): out= allocates nothing
+        allocs = stats().async_allocs + stats().mallocs
+        b = l3.decode_batch(bufs, out=b, stream=s1b)
+        self.assertEqual(stats().async_allocs + stats().mallocs, allocs, "out= allocated")
+        self.assertTrue(np.array_equal(download(b), np.from_dlpack(l3.decode_batch(bufs))))
+
+        c = l3.decode_batch(bufs, device="cuda:1", stream=s1b)  # download() waits for s1b
+        with self.assertRaisesRegex(ValueError, "out is on cuda:1 but device is cpu"):
+            l3.decode_batch(bufs, out=c, device="cpu")
+        with self.assertRaisesRegex(ValueError, "another GPU"):
+            l3.decode_batch(bufs, out=c, device="cuda:0")
+        with self.assertRaises(ValueError):  # another shape
+            l3.decode_batch(bufs[:2], out=c)
+        with self.assertRaises(ValueError):  # another dtype
+            l3.decode_batch(bufs, out=c, dtype="float32")
+        self.assertTrue(np.array_equal(download(c), np.from_dlpack(l3.decode_batch(bufs))),
+                        "a refused out= changed out's bytes")
+        del b, c
+        no_races(self)
+
     def test_no_per_batch_allocation_or_device_sync(self):
         bufs = base.make_set("rgb8", n=4)
         cons = new_stream(0)

@@ -128,6 +128,11 @@ class DecodeBatchOut(unittest.TestCase):
             l3.decode_batch([RGB_L3], out=unaligned)
         with self.assertRaisesRegex(ValueError, "host memory but device is cuda"):
             l3.decode_batch([RGB_L3], out=np.zeros((1, 3, 45, 70), np.uint8), device="cuda")
+        # out is another l3.Batch (read through the buffer protocol on the CPU;
+        # the CUDA one, through DLPack, in tests/gpu test_out_on_the_gpu)
+        two = l3.decode_batch([RGB_L3, RGB_L3])
+        with self.assertRaisesRegex(ValueError, "shape \\(2, 3, 45, 70\\).*\\(1, 3, 45, 70\\)"):
+            l3.decode_batch([RGB_L3], out=two)
 
     def test_batch_keeps_out_alive_and_locked(self):
         want = l3.decode_batch([RGB_L3]).numpy()
