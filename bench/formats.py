@@ -2,7 +2,7 @@
 """Every decode_batch output format against plain HWC uint8 decode, one thread,
 one process, the same images in the same run.
 
-    formats.py [--build BUILD] [--rounds R] [--json FILE] PNG_DIR_OR_FILES...
+    formats.py [--build BUILD] [--rounds R] [--only NAME,...] [--json FILE] PNG_DIR_OR_FILES...
 
 The PNGs are encoded to L3 in memory (l3.encode) first. Then each round times,
 image by image, `l3.decode(buf, threads=1)` (the reference: HWC, native dtype)
@@ -65,6 +65,9 @@ def main():
     p.add_argument("--build", default=None, help="build dir whose python/ holds l3")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--out", action="store_true", help="also time decode_batch(out=...)")
+    p.add_argument("--only", default=None,
+                   help="comma-separated format names (as in the table): time just those "
+                        "(and HWC u8, the reference)")
     p.add_argument("--json", default=None)
     args = p.parse_args()
     if args.build:
@@ -80,7 +83,12 @@ def main():
     have_out = args.out
 
     rows = [("HWC u8 (l3.decode)", None, False)]
+    only = set(x.strip() for x in args.only.split(",")) if args.only else None
+    if only and only - set(n for n, _ in FORMATS):
+        p.error("--only: unknown format(s) " + ", ".join(sorted(only - set(n for n, _ in FORMATS))))
     for name, spec in FORMATS:
+        if only and name not in only:
+            continue
         rows.append((name, kwargs(spec), False))
         if have_out:
             rows.append((name + " out=", kwargs(spec), True))

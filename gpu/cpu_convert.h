@@ -47,7 +47,8 @@ struct l3cv_fast {
     uint8_t all_ident;           /* uint8 output and every table is the identity */
     uint8_t ident[4];            /* uint8 output and t.u8[c][v] == v */
     uint8_t stream;              /* large output: rows go out with non-temporal stores */
-    uint8_t simd;                /* l3cv_simd_level(): 0 portable, 1 AVX2, 2 AVX-512 */
+    uint8_t simd;                /* l3cv_simd_level(): 0 portable, 1 AVX2, 2 AVX-512,
+                                    3 AVX-512 VBMI */
     union {
         uint8_t u8[4][256];
         uint16_t u16[4][256]; /* uint16 and float16 bits */
@@ -57,13 +58,22 @@ struct l3cv_fast {
     /* HWC gathers: table offset ((16 j + i) mod C) * 256 of element i of
      * block j (mod 3) of an interleaved row */
     int32_t hwc_off[3][16];
+    /* VBMI lookups (simd 3): byte k of entry v of channel c's table, the
+     * table as 4 x 256 bytes that two-table byte permutes index directly */
+    uint8_t tb[4][4][256];
+    /* VBMI HWC interleave of C channel rows, 64 bytes of each per step:
+     * output block j is permute(row 0, vix[j][0], row 1), then (C == 3) that
+     * permuted with row 2 by vix[j][1], or (C == 4) blended by vmask[j] with
+     * permute(row 2, vix[j][1], row 3) */
+    uint8_t vix[4][2][64];
+    uint64_t vmask[4];
 };
 
 /* Scratch bytes l3cv_fast_tile() needs for tiles up to tile_w wide: 3 rows
  * of samples (luma, key alpha, opaque; up to 2 bytes each), two staging rows
  * of up to 4 channels x 4 bytes, then one row of up to 4 interleaved 8-bit
- * samples (HWC lookups), each 16-byte aligned when the scratch is. */
-#define L3CV_FAST_STRIDE(tile_w) (((size_t)(tile_w) + 15u) & ~(size_t)15u)
+ * samples (HWC lookups), each 64-byte aligned when the scratch is. */
+#define L3CV_FAST_STRIDE(tile_w) (((size_t)(tile_w) + 63u) & ~(size_t)63u)
 #define L3CV_FAST_SCRATCH(tile_w) (42u * L3CV_FAST_STRIDE(tile_w))
 
 /* Outputs of at least this many bytes per image are streamed. */
@@ -77,7 +87,7 @@ struct l3cv_fast {
 int l3cv_fast_prepare(const struct l3cv_image *im, size_t stream_min, struct l3cv_fast *fc);
 
 /* SIMD steps (cpu_convert_simd.c). l3cv_simd_level: what this CPU runs (0
- * none, 1 AVX2, 2 AVX-512 F/BW/VL). l3cv_row_simd: one row of channel c (w a
+ * none, 1 AVX2, 2 AVX-512 F/BW/VL, 3 that and VBMI). l3cv_row_simd: one row of channel c (w a
  * multiple of 16 samples) through fc's table into dst, at fc->simd >= 1;
  * with `stream`, non-temporal stores (dst 32-byte aligned, 16 for uint8).
  * l3cv_interleave_simd: C rows of w elements of es bytes (1, 2, 4; w * es a
@@ -92,6 +102,20 @@ void l3cv_interleave_simd(const void *const rows[4], unsigned C, size_t es, uint
                           void *dst);
 void l3cv_hwc_simd(const struct l3cv_fast *fc, const uint8_t *ilv, unsigned C, uint32_t w,
                    void *dst, int stream);
+
+/* VBMI steps (fc->simd >= 3), any w >= 1, the tables as byte planes (no
+ * gathers). l3cv_vbmi_prepare: fills fc->tb, vix, vmask (at prepare time).
+ * l3cv_row_vbmi: one row of channel c (samples u) into dst (uint8 through
+ * a table, uint16, float16 or float32); l3cv_hwc_vbmi: the rows u[0..C) into
+ * w interleaved pixels at dst, through stage (C rows of
+ * L3CV_FAST_STRIDE(w) * 4 bytes, 64-byte aligned). With `stream`,
+ * non-temporal stores where dst is 64-byte aligned. Samples up to the next
+ * multiple of 64 past w are read (masked: nothing past w is touched). */
+void l3cv_vbmi_prepare(struct l3cv_fast *fc);
+void l3cv_row_vbmi(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,
+                   void *dst, int stream);
+void l3cv_hwc_vbmi(const struct l3cv_fast *fc, const uint8_t *const u[4], unsigned C,
+                   uint32_t w, void *dst, int stream, uint8_t *stage);
 
 /* Converts one decoded tile (as l3_decode_tiles() hands it over: channel
  * planes, colour transform undone, uint8_t samples for depth <= 8, uint16_t

@@ -22,6 +22,7 @@
 
 #define AVX2 __attribute__((target("avx2")))
 #define AVX512 __attribute__((target("avx2,avx512f,avx512bw,avx512vl")))
+#define VBMI __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vbmi")))
 
 int l3cv_simd_level(void)
 {
@@ -29,7 +30,7 @@ int l3cv_simd_level(void)
         return 0;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl"))
-        return 2;
+        return __builtin_cpu_supports("avx512vbmi") ? 3 : 2;
     return 1;
 }
 
@@ -140,7 +141,9 @@ AVX512 static void row_avx512(const struct l3cv_fast *fc, unsigned c, const uint
 void l3cv_row_simd(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,
                    void *dst, int stream)
 {
-    if (fc->simd >= 2)
+    if (fc->simd >= 3 && fc->im->dtype != L3GPU_F32)
+        l3cv_row_vbmi(fc, c, u, w, dst, stream);
+    else if (fc->simd >= 2)
         row_avx512(fc, c, u, w, dst, stream);
     else
         row_avx2(fc, c, u, w, dst, stream);
@@ -334,6 +337,184 @@ AVX2 void l3cv_interleave_simd(const void *const rows[4], unsigned C, size_t es,
     }
 }
 
+
+/* ---------------- VBMI: tables as byte planes ---------------- */
+
+/* A table of 256 entries of es bytes is es planes of 256 bytes (fc->tb); a
+ * byte plane is four 64-byte vectors, and two two-table byte permutes
+ * (entries 0-127 and 128-255, by the low 7 bits of the sample) plus a blend
+ * on its top bit look 64 samples up at once: 3 instructions per 64 output
+ * bytes, where a gather fetches 16 elements. The es byte planes of 64
+ * samples are then interleaved into elements with byte unpacks; the samples
+ * are permuted first (vpermb) so that the in-lane unpacks come out in order. */
+
+void l3cv_vbmi_prepare(struct l3cv_fast *fc)
+{
+    const struct l3cv_image *im = fc->im;
+    const unsigned C = im->out_channels;
+    const size_t es = l3gpu_dtype_size(im->dtype);
+    for (unsigned c = 0; c < C; c++)
+        for (unsigned v = 0; v < 256; v++) {
+            uint8_t e[4];
+            if (im->dtype == L3GPU_U8)
+                e[0] = fc->t.u8[c][v];
+            else if (im->dtype == L3GPU_F32)
+                memcpy(e, &fc->t.f32[c][v], 4);
+            else
+                memcpy(e, &fc->t.u16[c][v], 2);
+            for (size_t k = 0; k < es; k++) fc->tb[c][k][v] = e[k]; /* little-endian bytes */
+        }
+    /* byte p of interleaved output block j (of C per step) is byte r of
+     * element e = (64 j + p) / es: pixel q = e / C of channel row e % C,
+     * byte q * es + r of that row's 64 */
+    for (unsigned j = 0; j < C; j++) {
+        fc->vmask[j] = 0;
+        for (unsigned p = 0; p < 64; p++) {
+            unsigned B = 64 * j + p, e = B / (unsigned)es, r = B % (unsigned)es;
+            unsigned q = e / C, ch = e % C, src = q * (unsigned)es + r;
+            uint8_t i0 = 0, i1 = 0;
+            if (ch == 0)
+                i0 = (uint8_t)src;
+            else if (ch == 1)
+                i0 = (uint8_t)(64 + src);
+            if (C == 3)
+                i1 = (uint8_t)(ch == 2 ? 64 + src : p); /* p: keep the first permute's */
+            else if (C == 4 && ch >= 2)
+                i1 = (uint8_t)(ch == 2 ? src : 64 + src);
+            if (C == 4 && ch >= 2)
+                fc->vmask[j] |= (uint64_t)1 << p;
+            fc->vix[j][0][p] = i0;
+            fc->vix[j][1][p] = i1;
+        }
+    }
+}
+
+#define LD64(p) _mm512_loadu_si512((const void *)(p))
+
+/* 64 entries of byte plane T (256 bytes) for the samples in idx. */
+VBMI static inline __m512i lut64(const uint8_t *T, __m512i idx)
+{
+    __m512i lo = _mm512_permutex2var_epi8(LD64(T), idx, LD64(T + 64));
+    __m512i hi = _mm512_permutex2var_epi8(LD64(T + 128), idx, LD64(T + 192));
+    return _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), lo, hi);
+}
+
+/* Stores the first n bytes (n > 0) of v at d. */
+VBMI static inline void put64(uint8_t *d, __m512i v, size_t n, int stream)
+{
+    if (n >= 64) {
+        if (stream)
+            _mm512_stream_si512((void *)d, v);
+        else
+            _mm512_storeu_si512((void *)d, v);
+    } else {
+        _mm512_mask_storeu_epi8(d, _cvtu64_mask64(((uint64_t)1 << n) - 1), v);
+    }
+}
+
+/* Sample order that makes the unpacks of 2-byte (4-byte) elements come out in
+ * order: position 16 L + 8 q + r holds sample 32 q + 8 L + r (16 L + 4 q + r:
+ * sample 16 q + 4 L + r), L the 128-bit lane. */
+VBMI static inline __m512i unpack_order(size_t es)
+{
+    uint8_t o[64];
+    for (unsigned p = 0; p < 64; p++) {
+        unsigned L = p / 16, k = p % 16;
+        o[p] = (uint8_t)(es == 2 ? 32 * (k / 8) + 8 * L + k % 8 : 16 * (k / 4) + 4 * L + k % 4);
+    }
+    return LD64(o);
+}
+
+/* Channel c of the 64 samples at u (n of them valid, 1..64) through its
+ * table: es vectors of output bytes, in element order, into v[]. */
+VBMI static inline void look64(const struct l3cv_fast *fc, unsigned c, const uint8_t *u,
+                               size_t n, size_t es, __m512i ord, __m512i v[4])
+{
+    __m512i idx = n >= 64 ? LD64(u) : _mm512_maskz_loadu_epi8(_cvtu64_mask64(((uint64_t)1 << n) - 1), u);
+    const uint8_t(*T)[256] = fc->tb[c];
+    if (es == 1) {
+        v[0] = lut64(T[0], idx);
+        return;
+    }
+    idx = _mm512_permutexvar_epi8(ord, idx);
+    if (es == 2) {
+        __m512i lo = lut64(T[0], idx), hi = lut64(T[1], idx);
+        v[0] = _mm512_unpacklo_epi8(lo, hi);
+        v[1] = _mm512_unpackhi_epi8(lo, hi);
+        return;
+    }
+    __m512i b0 = lut64(T[0], idx), b1 = lut64(T[1], idx);
+    __m512i b2 = lut64(T[2], idx), b3 = lut64(T[3], idx);
+    __m512i w01l = _mm512_unpacklo_epi8(b0, b1), w01h = _mm512_unpackhi_epi8(b0, b1);
+    __m512i w23l = _mm512_unpacklo_epi8(b2, b3), w23h = _mm512_unpackhi_epi8(b2, b3);
+    v[0] = _mm512_unpacklo_epi16(w01l, w23l);
+    v[1] = _mm512_unpackhi_epi16(w01l, w23l);
+    v[2] = _mm512_unpacklo_epi16(w01h, w23h);
+    v[3] = _mm512_unpackhi_epi16(w01h, w23h);
+}
+
+VBMI void l3cv_row_vbmi(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,
+                        void *dst, int stream)
+{
+    const size_t es = l3gpu_dtype_size(fc->im->dtype);
+    const __m512i ord = es == 1 ? _mm512_setzero_si512() : unpack_order(es);
+    uint8_t *o = dst;
+    stream = stream && !((uintptr_t)o & 63);
+    for (uint32_t x = 0; x < w; x += 64) {
+        size_t n = w - x < 64 ? w - x : 64;
+        __m512i v[4];
+        look64(fc, c, u + x, n, es, ord, v);
+        size_t left = n * es;
+        for (size_t k = 0; k * 64 < left; k++)
+            put64(o + x * es + 64 * k, v[k], left - 64 * k, stream);
+    }
+}
+
+VBMI void l3cv_hwc_vbmi(const struct l3cv_fast *fc, const uint8_t *const u[4], unsigned C,
+                        uint32_t w, void *dst, int stream, uint8_t *stage)
+{
+    if (C == 1) {
+        l3cv_row_vbmi(fc, 0, u[0], w, dst, stream);
+        return;
+    }
+    const size_t es = l3gpu_dtype_size(fc->im->dtype);
+    const __m512i ord = es == 1 ? _mm512_setzero_si512() : unpack_order(es);
+    const size_t srs = L3CV_FAST_STRIDE(w) * es; /* a stage row: whole 64-sample steps */
+    /* each channel's row through its table, in element order */
+    for (unsigned c = 0; c < C; c++)
+        for (uint32_t x = 0; x < w; x += 64) {
+            __m512i v[4];
+            look64(fc, c, u[c] + x, w - x < 64 ? w - x : 64, es, ord, v);
+            for (size_t k = 0; k < es; k++)
+                _mm512_storeu_si512((void *)(stage + c * srs + x * es + 64 * k), v[k]);
+        }
+    /* then interleaved 64 bytes of each row at a time into C output blocks */
+    uint8_t *o = dst;
+    stream = stream && !((uintptr_t)o & 63);
+    const size_t n = (size_t)w * C * es;
+    for (size_t k = 0; k * 64 < (size_t)w * es; k++) {
+        __m512i r0 = _mm512_loadu_si512((const void *)(stage + 64 * k));
+        __m512i r1 = _mm512_loadu_si512((const void *)(stage + srs + 64 * k));
+        __m512i r2 = r1, r3 = r1;
+        if (C >= 3)
+            r2 = _mm512_loadu_si512((const void *)(stage + 2 * srs + 64 * k));
+        if (C == 4)
+            r3 = _mm512_loadu_si512((const void *)(stage + 3 * srs + 64 * k));
+        for (unsigned j = 0; j < C; j++) {
+            size_t at = (k * C + j) * 64;
+            if (at >= n)
+                break;
+            __m512i v = _mm512_permutex2var_epi8(r0, LD64(fc->vix[j][0]), r1);
+            if (C == 3)
+                v = _mm512_permutex2var_epi8(v, LD64(fc->vix[j][1]), r2);
+            else if (C == 4)
+                v = _mm512_mask_blend_epi8(_cvtu64_mask64(fc->vmask[j]), v,
+                                           _mm512_permutex2var_epi8(r2, LD64(fc->vix[j][1]), r3));
+            put64(o + at, v, n - at, stream);
+        }
+    }
+}
+
 #else /* no x86 SIMD build */
 
 int l3cv_simd_level(void)
@@ -357,5 +538,22 @@ void l3cv_hwc_simd(const struct l3cv_fast *fc, const uint8_t *ilv, unsigned C, u
                    void *dst, int stream)
 {
     (void)fc, (void)ilv, (void)C, (void)w, (void)dst, (void)stream; /* level 0: never called */
+}
+
+void l3cv_vbmi_prepare(struct l3cv_fast *fc)
+{
+    (void)fc; /* level 0: nothing to prepare */
+}
+
+void l3cv_row_vbmi(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,
+                   void *dst, int stream)
+{
+    (void)fc, (void)c, (void)u, (void)w, (void)dst, (void)stream; /* level 0: never called */
+}
+
+void l3cv_hwc_vbmi(const struct l3cv_fast *fc, const uint8_t *const u[4], unsigned C,
+                   uint32_t w, void *dst, int stream, uint8_t *stage)
+{
+    (void)fc, (void)u, (void)C, (void)w, (void)dst, (void)stream, (void)stage;
 }
 #endif

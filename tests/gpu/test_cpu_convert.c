@@ -6,7 +6,7 @@
  *     palettes), as encoded and tiled into a larger image with partial edge
  *     tiles, through l3gpu_cpu_decode_batch (contiguous and separate outputs);
  *   - the converter alone, with non-temporal stores forced on and off, with
- *     the AVX-512, AVX2 and portable steps, into outputs whose rows are
+ *     the AVX-512 VBMI, AVX-512, AVX2 and portable steps, into outputs whose rows are
  *     and are not 16- and 32-byte aligned;
  *   - a photo-sized image through the batch decoder, where streaming engages
  *     by itself. */
@@ -285,9 +285,10 @@ Test(cpu_convert, streamed_and_unaligned_outputs_match_reference, .timeout = 600
                 uint8_t *base = (uint8_t *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
                 /* output at a line, one element past it, one short of 16, at 16 (not 32) */
                 const size_t shifts[4] = {0, es, 16 - es, 16};
-                for (int variant = 0; variant < 6; variant++)
+                for (int variant = 0; variant < 8; variant++)
                     for (int si = 0; si < 4; si++) {
-                        /* plain / streamed stores x portable / AVX2 / AVX-512 */
+                        /* plain / streamed stores x portable / AVX2 / AVX-512 /
+                         * AVX-512 VBMI */
                         int stream = variant & 1, simd = variant >> 1;
                         if (simd > l3cv_simd_level())
                             continue;
@@ -306,7 +307,11 @@ Test(cpu_convert, streamed_and_unaligned_outputs_match_reference, .timeout = 600
                                   "%s -> %s, %s stores, %s lookups, output %zu bytes past a "
                                   "line: differs from the reference",
                                   m.name, name, stream ? "streamed" : "plain",
-                                  simd == 2 ? "AVX-512" : simd ? "AVX2" : "portable", shift);
+                                  simd == 3   ? "AVX-512 VBMI"
+                                  : simd == 2 ? "AVX-512"
+                                  : simd      ? "AVX2"
+                                              : "portable",
+                                  shift);
                         tested++;
                     }
                 free(mem);
