@@ -154,6 +154,10 @@ int l3cv_prepare(const struct l3_info *info, const struct l3gpu_format *fmt,
     }
     for (unsigned c = C; c < 4; c++) map[c] = 0;
     memcpy(im->map, map, 4);
+    im->direct = !im->expand;
+    for (unsigned c = 0; c < C; c++)
+        if (map[c] != c)
+            im->direct = 0;
     return L3GPU_OK;
 }
 
@@ -279,7 +283,8 @@ void l3g_fill(const struct l3g_host_image *hi, size_t n, int *status,
         if (!status[j])
             first_ok = &hi[j].info;
     tot->samples = tot->tiles = tot->items = 0;
-    tot->max_pixels = 0;
+    tot->max_tiles_x = tot->max_tiles_y = 0;
+    tot->channel_mask = 0;
     for (size_t i = 0; i < n; i++) {
         struct l3g_image *im = &ims[i];
         memset(im, 0, sizeof *im);
@@ -304,9 +309,17 @@ void l3g_fill(const struct l3g_host_image *hi, size_t n, int *status,
         dstatus[i] = st;
         if (shape_info) {
             im->out = out ? (void *)((uint8_t *)out + i * tot->slot) : out_ptrs[i];
-            uint64_t np = (uint64_t)im->cv.width * im->cv.height;
-            if (np > tot->max_pixels)
-                tot->max_pixels = (uint32_t)(np > 0xffffffffu ? 0xffffffffu : np);
+            /* the grid the convert kernel walks: the tiles of a decoded
+             * image, 64x64 cells over the slot of one that is zero-filled */
+            im->tile_w = st ? 64u : f->tile_width;
+            im->tile_h = st ? 64u : f->tile_height;
+            im->tiles_x = st ? im->cv.width / 64u + (im->cv.width % 64u != 0) : f->tiles_x;
+            im->tiles_y = st ? im->cv.height / 64u + (im->cv.height % 64u != 0) : f->tiles_y;
+            if (im->tiles_x > tot->max_tiles_x)
+                tot->max_tiles_x = im->tiles_x;
+            if (im->tiles_y > tot->max_tiles_y)
+                tot->max_tiles_y = im->tiles_y;
+            tot->channel_mask |= 1u << (im->cv.out_channels - 1u);
         }
         if (st)
             continue;
@@ -315,9 +328,6 @@ void l3g_fill(const struct l3g_host_image *hi, size_t n, int *status,
         im->table = base + hi[i].lay.table_offset;
         im->payload_size = hi[i].lay.payload_size;
         im->tiles = hi[i].lay.tile_count;
-        im->tiles_x = f->tiles_x;
-        im->tile_w = f->tile_width;
-        im->tile_h = f->tile_height;
         im->scratch_off = tot->samples;
         im->tile_base = tot->tiles;
         tot->samples += (uint64_t)im->tiles * im->cv.planes * im->tile_w * im->tile_h;
@@ -367,12 +377,16 @@ int l3g_emulate_batch(const struct l3gpu_input *in, size_t n, const struct l3gpu
         goto done;
     for (uint64_t k = 0; k < tot.items; k++)
         l3g_decode_item(ims, item_start, (uint32_t)n, k, scratch, flags, dstatus);
-    for (size_t i = 0; i < n; i++) {
-        if (!ims[i].out)
+    for (size_t i = 0; i < n; i++) { /* the convert kernel's blocks and threads */
+        const struct l3g_image *im = &ims[i];
+        if (!im->out)
             continue;
-        uint64_t np = (uint64_t)ims[i].cv.width * ims[i].cv.height;
-        for (uint64_t p = 0; p < np; p++)
-            l3g_convert_pixel(&ims[i], dstatus[i], p, scratch, flags);
+        for (uint32_t ty = 0; ty < im->tiles_y; ty++)
+            for (uint32_t tx = 0; tx < im->tiles_x; tx++)
+                for (uint32_t ly = 0; ly < L3G_CONVERT_BY; ly++)
+                    for (uint32_t lx = 0; lx < L3G_CONVERT_BX; lx++)
+                        l3g_convert_tile(im, dstatus[i], tx, ty, lx, ly, fmt->layout,
+                                         fmt->dtype, im->cv.out_channels, scratch, flags);
     }
     ret = L3GPU_OK;
     for (size_t i = 0; i < n; i++) {

@@ -1,7 +1,8 @@
 /* l3_convert.h — the per-pixel conversion of batch decoding (layout, dtype,
  * channel forcing, palette expansion, scale/mean/std), shared by the CPU
  * reference (cpu.c) and the CUDA kernel (l3gpu.cu). Every function is
- * L3CV_FN: `static inline`, plus `__host__ __device__` under nvcc. The float
+ * L3CV_FN (`static inline`, plus `__host__ __device__` under nvcc) or, where
+ * a kernel needs it inlined with constant arguments, L3CV_FORCE. The float
  * arithmetic uses explicitly rounded single operations on the device
  * (__fdiv_rn, __fmul_rn, __fsub_rn) and plain float operations on the host,
  * which is built with -ffp-contract=off, so both give the same bits; float16
@@ -20,8 +21,13 @@
 
 #if defined(__CUDACC__)
 #define L3CV_FN static inline __host__ __device__
+#define L3CV_FORCE static __forceinline__ __host__ __device__
+#elif defined(__GNUC__)
+#define L3CV_FN static inline
+#define L3CV_FORCE static inline __attribute__((always_inline))
 #else
 #define L3CV_FN static inline
+#define L3CV_FORCE static inline
 #endif
 
 /* Channel selectors of struct l3cv_image.map */
@@ -43,7 +49,9 @@ struct l3cv_image {
     uint8_t normalize;      /* float dtypes: apply scale/mean/std */
     uint8_t map[4];         /* per output channel: 0..3 or L3CV_SEL_* */
     uint8_t has_key;        /* tRNS key colour present (gray, RGB) */
-    uint8_t pad_[3];
+    uint8_t direct;         /* map[c] = c for every output channel, no palette
+                             * expansion: l3cv_map returns the samples as they are */
+    uint8_t pad_[2];
     uint32_t key[3];
     float scale[4], mean[4], std[4];
     uint8_t palette[256][4];
@@ -91,16 +99,26 @@ L3CV_FN uint16_t l3cv_f16_bits(float f)
     return (uint16_t)(sign | r);
 }
 
-/* Integer rescale of v in 0..srcmax to 0..outmax, rounding to nearest. */
-L3CV_FN uint32_t l3cv_rescale(uint32_t v, uint32_t srcmax, uint32_t outmax)
+/* Integer rescale of v in 0..srcmax to 0..outmax, rounding to nearest. The
+ * source maxima that occur (1-, 2-, 4-, 8- and 16-bit samples) are spelled
+ * out, so that each division is by a constant (a multiply and a shift on the
+ * device, not a division routine); the arithmetic is the same in every case. */
+L3CV_FORCE uint32_t l3cv_rescale(uint32_t v, uint32_t srcmax, uint32_t outmax)
 {
     if (srcmax == outmax)
         return v;
-    return (v * outmax + srcmax / 2u) / srcmax;
+    switch (srcmax) {
+    case 1u: return v * outmax;
+    case 3u: return (v * outmax + 1u) / 3u;
+    case 15u: return (v * outmax + 7u) / 15u;
+    case 255u: return (v * outmax + 127u) / 255u;
+    case 65535u: return (v * outmax + 32767u) / 65535u;
+    default: return (v * outmax + srcmax / 2u) / srcmax;
+    }
 }
 
 /* Float value of output channel c. */
-L3CV_FN float l3cv_float(const struct l3cv_image *im, uint32_t v, unsigned c)
+L3CV_FORCE float l3cv_float(const struct l3cv_image *im, uint32_t v, unsigned c)
 {
 #if defined(__CUDA_ARCH__)
     float t = __fdiv_rn(__uint2float_rn(v), __uint2float_rn(im->srcmax));
@@ -123,7 +141,7 @@ L3CV_FN float l3cv_float(const struct l3cv_image *im, uint32_t v, unsigned c)
 
 /* Output samples (before dtype conversion) of one pixel, given its decoded
  * samples px[] in channel order (as l3_tile_pixel() returns them). */
-L3CV_FN void l3cv_map(const struct l3cv_image *im, const uint32_t px[4], uint32_t v[4])
+L3CV_FORCE void l3cv_map(const struct l3cv_image *im, const uint32_t px[4], uint32_t v[4])
 {
     uint32_t e[4];
     if (im->expand) {
@@ -141,8 +159,8 @@ L3CV_FN void l3cv_map(const struct l3cv_image *im, const uint32_t px[4], uint32_
     for (unsigned c = 0; c < 4; c++) {
         unsigned s = im->map[c];
         uint32_t o;
-        if (s < 4u) {
-            o = e[s];
+        if (s < 4u) { /* a select, not e[s]: e[] stays in registers on the device */
+            o = s == 0u ? e[0] : s == 1u ? e[1] : s == 2u ? e[2] : e[3];
         } else if (s == L3CV_SEL_LUMA) {
             o = (e[0] * 19595u + e[1] * 38470u + e[2] * 7471u + 32768u) >> 16;
         } else {
@@ -154,12 +172,14 @@ L3CV_FN void l3cv_map(const struct l3cv_image *im, const uint32_t px[4], uint32_
     }
 }
 
-/* Writes output sample v of channel c as element i of `out` (im's dtype):
- * the one place where a mapped sample becomes output bits. */
-L3CV_FN void l3cv_store_sample(const struct l3cv_image *im, void *out, size_t i, unsigned c,
-                               uint32_t v)
+/* Writes output sample v of channel c as element i of `out` in `dtype`:
+ * the one place where a mapped sample becomes output bits. The CUDA convert
+ * kernels pass a constant dtype (one kernel per layout, dtype and channel
+ * count), the others im->dtype. */
+L3CV_FORCE void l3cv_put(unsigned dtype, const struct l3cv_image *im, void *out, size_t i,
+                         unsigned c, uint32_t v)
 {
-    switch (im->dtype) {
+    switch (dtype) {
     case L3GPU_U8:
         ((uint8_t *)out)[i] = (uint8_t)l3cv_rescale(v, im->srcmax, 255u);
         break;
@@ -173,6 +193,23 @@ L3CV_FN void l3cv_store_sample(const struct l3cv_image *im, void *out, size_t i,
         ((uint16_t *)out)[i] = l3cv_f16_bits(l3cv_float(im, v, c));
         break;
     }
+}
+
+/* Writes a zero as element i of `out` in `dtype` (failed images). */
+L3CV_FORCE void l3cv_put_zero(unsigned dtype, void *out, size_t i)
+{
+    switch (dtype) {
+    case L3GPU_U8: ((uint8_t *)out)[i] = 0; break;
+    case L3GPU_F32: ((float *)out)[i] = 0.0f; break;
+    default: ((uint16_t *)out)[i] = 0; break;
+    }
+}
+
+/* Output sample v of channel c as element i of `out` (im's dtype). */
+L3CV_FN void l3cv_store_sample(const struct l3cv_image *im, void *out, size_t i, unsigned c,
+                               uint32_t v)
+{
+    l3cv_put(im->dtype, im, out, i, c, v);
 }
 
 /* Writes pixel (x, y) of an image into its output buffer `out` (the image's
@@ -209,12 +246,7 @@ L3CV_FN void l3cv_store_zero(const struct l3cv_image *im, void *out, uint32_t x,
     for (unsigned c = 0; c < 4; c++) {
         if (c >= C)
             break;
-        size_t i = base + c * step;
-        switch (im->dtype) {
-        case L3GPU_U8: ((uint8_t *)out)[i] = 0; break;
-        case L3GPU_F32: ((float *)out)[i] = 0.0f; break;
-        default: ((uint16_t *)out)[i] = 0; break;
-        }
+        l3cv_put_zero(im->dtype, out, base + c * step);
     }
 }
 

@@ -6,11 +6,13 @@
  *      l3_tile_plane_decode() (codec/l3_tile.h, the routine the CPU decoder
  *      runs) on its plane's bitstream and writes the plane as uint16 samples
  *      into the scratch area (tile-major, plane after plane).
- *   2. l3g_convert: one thread per output pixel, consecutive threads on
- *      consecutive pixels of one row, so reads of the decoded planes and
- *      writes of the output (any layout/dtype) are coalesced. It undoes the
- *      colour transform with l3_tile_pixel() and converts with l3_convert.h,
- *      the code the CPU reference runs. Images that failed are zero-filled.
+ *   2. l3g_convert<layout, dtype, channels>: one block of 32 x 8 threads per
+ *      output tile, a warp on 32 consecutive pixels of a tile row, so reads
+ *      of the decoded planes and writes of the output are coalesced; one
+ *      kernel per (layout, dtype, output channels), so its index math has
+ *      no division and its stores no dtype switch. It undoes the colour
+ *      transform with l3_tile_pixel() and converts with l3_convert.h, the
+ *      code the CPU reference runs. Images that failed are zero-filled.
  * Headers and tile tables are validated on the host before the launch; the
  * kernels still check every tile span against the payload size, and the tile
  * routine checks every read against its stream length.
@@ -65,22 +67,57 @@ l3g_decode_planes(const l3g_image *__restrict__ ims, const uint64_t *__restrict_
         l3g_decode_item(ims, item_start, n, k, scratch, tile_flags, status);
 }
 
-/* Kernel 2: blockIdx.y = image (plus y_base), threads stride over its
- * pixels, consecutive threads on consecutive pixels of a row. */
-__global__ void __launch_bounds__(256)
-l3g_convert(const l3g_image *__restrict__ ims, uint32_t y_base,
+/* Kernel 2, one per (layout, dtype, output channels): blockIdx.z = image
+ * (plus z_base), blockIdx.x/y = a tile of its output grid (striding when the
+ * grid is larger than the launch), 32 x 8 threads on the tile's pixels;
+ * body in l3gpu_kernels.h. Images with another channel count are left to
+ * that count's kernel. At least 4 blocks per SM: at most 64 registers
+ * (without the bound ptxas spilled in one of the 32 instances). */
+template <int LAYOUT, int DTYPE, int C>
+__global__ void __launch_bounds__(L3G_CONVERT_BX * L3G_CONVERT_BY, 4)
+l3g_convert(const l3g_image *__restrict__ ims, uint32_t z_base,
             const uint16_t *__restrict__ scratch, const uint8_t *__restrict__ tile_flags,
             const int *__restrict__ status)
 {
-    const uint32_t img = y_base + blockIdx.y;
+    const uint32_t img = z_base + blockIdx.z;
     const l3g_image *im = ims + img;
-    if (!im->out)
+    if (!im->out || im->cv.out_channels != C)
         return;
-    const uint64_t npix = (uint64_t)im->cv.width * im->cv.height;
     const int st = status[img];
-    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-    for (uint64_t p = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; p < npix; p += stride)
-        l3g_convert_pixel(im, st, p, scratch, tile_flags);
+    for (uint32_t ty = blockIdx.y; ty < im->tiles_y; ty += gridDim.y)
+        for (uint32_t tx = blockIdx.x; tx < im->tiles_x; tx += gridDim.x)
+            l3g_convert_tile(im, st, tx, ty, threadIdx.x, threadIdx.y, LAYOUT, DTYPE, C, scratch,
+                             tile_flags);
+}
+
+typedef void (*convert_kernel)(const l3g_image *, uint32_t, const uint16_t *, const uint8_t *,
+                               const int *);
+
+template <int L, int D> convert_kernel convert_for_channels(unsigned c)
+{
+    switch (c) {
+    case 1: return l3g_convert<L, D, 1>;
+    case 2: return l3g_convert<L, D, 2>;
+    case 3: return l3g_convert<L, D, 3>;
+    default: return l3g_convert<L, D, 4>;
+    }
+}
+
+template <int L> convert_kernel convert_for_dtype(unsigned dtype, unsigned c)
+{
+    switch (dtype) {
+    case L3GPU_U8: return convert_for_channels<L, L3GPU_U8>(c);
+    case L3GPU_U16: return convert_for_channels<L, L3GPU_U16>(c);
+    case L3GPU_F32: return convert_for_channels<L, L3GPU_F32>(c);
+    default: return convert_for_channels<L, L3GPU_F16>(c);
+    }
+}
+
+/* The convert kernel of a format and an output channel count (1..4). */
+convert_kernel convert_for(unsigned layout, unsigned dtype, unsigned c)
+{
+    return layout == L3GPU_HWC ? convert_for_dtype<L3GPU_HWC>(dtype, c)
+                               : convert_for_dtype<L3GPU_CHW>(dtype, c);
 }
 
 } // namespace
@@ -613,15 +650,18 @@ static int decode_batch_locked(l3gpu_ctx *ctx, const struct l3gpu_input *in, siz
         }
         if (e == cudaSuccess && ctx->timing)
             e = cudaEventRecord(ctx->tev[1], stream);
-        if (e == cudaSuccess && tot.max_pixels) {
-            uint64_t bx = ((uint64_t)tot.max_pixels + 1023) / 1024; /* ~4 pixels per thread */
-            if (bx > 65535)
-                bx = 65535;
-            for (size_t y0 = 0; y0 < n && e == cudaSuccess; y0 += 65535) {
-                unsigned gy = (unsigned)(n - y0 < 65535 ? n - y0 : 65535);
-                dim3 grid((unsigned)bx, gy);
-                L3G_LAUNCH(l3g_convert, grid, 256, stream, d_ims, (uint32_t)y0, planes_buf,
-                           flags_buf, d_status);
+        /* one convert launch per output channel count in the batch (one,
+         * unless separate outputs of native channels mix gray and colour) */
+        for (unsigned c = 1; c <= 4 && e == cudaSuccess && tot.max_tiles_x; c++) {
+            if (!(tot.channel_mask >> (c - 1) & 1u))
+                continue;
+            convert_kernel l3g_convert_k = convert_for(fmt->layout, fmt->dtype, c);
+            unsigned gx = tot.max_tiles_x < 0x7fffffffu ? tot.max_tiles_x : 0x7fffffffu;
+            unsigned gy = tot.max_tiles_y < 65535u ? tot.max_tiles_y : 65535u;
+            for (size_t z0 = 0; z0 < n && e == cudaSuccess; z0 += 65535) {
+                unsigned gz = (unsigned)(n - z0 < 65535 ? n - z0 : 65535);
+                L3G_LAUNCH(l3g_convert_k, dim3(gx, gy, gz), dim3(L3G_CONVERT_BX, L3G_CONVERT_BY),
+                           stream, d_ims, (uint32_t)z0, planes_buf, flags_buf, d_status);
                 e = cudaGetLastError();
             }
         }

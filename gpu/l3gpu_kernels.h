@@ -30,7 +30,10 @@ struct l3g_image {
     uint64_t scratch_off;    /* uint16 elements: tile 0, plane 0 */
     uint64_t tile_base;      /* index of tile 0 in the batch's flag array */
     uint32_t tiles;          /* 0 when the image is not decoded */
-    uint32_t tiles_x;
+    /* the tile grid: the image's own, or, for an image that is only
+     * zero-filled (tiles == 0), 64x64 cells over its output (the convert
+     * kernel walks this grid) */
+    uint32_t tiles_x, tiles_y;
     uint32_t tile_w, tile_h;
     void *out;               /* output slot, NULL: nothing to write */
     struct l3cv_image cv;
@@ -48,7 +51,8 @@ struct l3g_totals {
     uint64_t samples;    /* scratch uint16 elements */
     uint64_t tiles;
     uint64_t items;      /* decode work items (tile planes) */
-    uint32_t max_pixels; /* largest image (convert grid) */
+    uint32_t max_tiles_x, max_tiles_y; /* largest tile grid of an output (convert grid) */
+    uint32_t channel_mask; /* bit C-1: some output has C channels (one convert kernel each) */
     size_t slot;         /* contiguous output: bytes per image */
     size_t in_total;     /* packed input bytes (host inputs) */
 };
@@ -150,37 +154,92 @@ L3CV_FN void l3g_decode_item(const struct l3g_image *ims, const uint64_t *item_s
         l3g_fail(img_status, 0, st);
 }
 
-/* Output pixel p (= y * width + x) of an image; st = its final status. */
-L3CV_FN void l3g_convert_pixel(const struct l3g_image *im, int st, uint64_t p,
-                               const uint16_t *scratch, const uint8_t *tile_flags)
+/* The convert kernel's block: 32 x 8 threads on one tile, a warp on 32
+ * consecutive pixels of a tile row. */
+#define L3G_CONVERT_BX 32u
+#define L3G_CONVERT_BY 8u
+
+/* Rows lane_y, lane_y + L3G_CONVERT_BY, ... of a decoded tile (w x h at
+ * (x0, y0), planes `area` apart in buf, rows `w` apart), columns lane_x,
+ * lane_x + L3G_CONVERT_BX, ...: undo the colour transform, map, store.
+ * plain (a constant): the image's map is the identity (cv.direct) and an
+ * integer dtype needs no rescale, so the samples are stored as they are
+ * (what l3cv_map and l3cv_put compute then). */
+L3CV_FORCE void l3g_convert_rows(const struct l3g_image *im, const uint16_t *buf, size_t area,
+                                 uint32_t flags, uint32_t x0, uint32_t y0, uint32_t w,
+                                 uint32_t h, uint32_t lane_x, uint32_t lane_y, size_t pstep,
+                                 size_t cstep, unsigned dtype, unsigned C, int plain)
 {
     const uint32_t W = im->cv.width;
-    uint32_t y, x;
-    if (p <= 0xffffffffu) { /* 32-bit division when it fits */
-        y = (uint32_t)p / W;
-        x = (uint32_t)p - y * W;
-    } else {
-        y = (uint32_t)(p / W);
-        x = (uint32_t)(p % W);
+    const unsigned planes = im->cv.planes, depth = im->cv.depth;
+    void *const out = im->out;
+    for (uint32_t ly = lane_y; ly < h; ly += L3G_CONVERT_BY) {
+        size_t o = ((size_t)(y0 + ly) * W + x0 + lane_x) * pstep;
+        const uint16_t *p = buf + (size_t)ly * w + lane_x;
+        for (uint32_t lx = lane_x; lx < w;
+             lx += L3G_CONVERT_BX, p += L3G_CONVERT_BX, o += L3G_CONVERT_BX * pstep) {
+            uint32_t px[4], v[4];
+            l3_tile_pixel(p, area, 0, planes, depth, flags, px);
+            if (plain) {
+                for (unsigned c = 0; c < 4u && c < C; c++) {
+                    if (dtype == L3GPU_U8)
+                        ((uint8_t *)out)[o + c * cstep] = (uint8_t)px[c];
+                    else if (dtype == L3GPU_U16)
+                        ((uint16_t *)out)[o + c * cstep] = (uint16_t)px[c];
+                    else
+                        l3cv_put(dtype, &im->cv, out, o + c * cstep, c, px[c]);
+                }
+            } else {
+                l3cv_map(&im->cv, px, v);
+                for (unsigned c = 0; c < 4u && c < C; c++)
+                    l3cv_put(dtype, &im->cv, out, o + c * cstep, c, v[c]);
+            }
+        }
     }
+}
+
+/* Tile (tx, ty) of an image's output, the pixels of thread (lane_x, lane_y)
+ * of the block: columns lane_x, lane_x + L3G_CONVERT_BX, ... of rows lane_y,
+ * lane_y + L3G_CONVERT_BY, ... st = the image's final status (non-zero: the
+ * tile's output is zero-filled). layout, dtype and C are the format's (C =
+ * im->cv.out_channels): constants in each CUDA kernel, so the index math is
+ * additions and one multiply per row, with no division, and the dtype switch
+ * and the channel loop fold away. */
+L3CV_FORCE void l3g_convert_tile(const struct l3g_image *im, int st, uint32_t tx, uint32_t ty,
+                                 uint32_t lane_x, uint32_t lane_y, unsigned layout,
+                                 unsigned dtype, unsigned C, const uint16_t *scratch,
+                                 const uint8_t *tile_flags)
+{
+    const uint32_t W = im->cv.width, tw = im->tile_w, th = im->tile_h;
+    const uint32_t x0 = tx * tw, y0 = ty * th;
+    const uint32_t w = W - x0 < tw ? W - x0 : tw;
+    const uint32_t h = im->cv.height - y0 < th ? im->cv.height - y0 : th;
+    /* element steps: from one pixel to the next, from one channel to the next */
+    const size_t pstep = layout == L3GPU_HWC ? C : 1u;
+    const size_t cstep = layout == L3GPU_HWC ? 1u : (size_t)W * im->cv.height;
     if (st) {
-        l3cv_store_zero(&im->cv, im->out, x, y);
+        for (uint32_t ly = lane_y; ly < h; ly += L3G_CONVERT_BY) {
+            size_t o = ((size_t)(y0 + ly) * W + x0 + lane_x) * pstep;
+            for (uint32_t lx = lane_x; lx < w; lx += L3G_CONVERT_BX, o += L3G_CONVERT_BX * pstep)
+                for (unsigned c = 0; c < 4u && c < C; c++)
+                    l3cv_put_zero(dtype, im->out, o + c * cstep);
+        }
         return;
     }
-    const uint32_t tw = im->tile_w, th = im->tile_h;
-    uint32_t tx = x / tw, ty = y / th;
-    uint32_t t = ty * im->tiles_x + tx;
-    uint32_t lx = x - tx * tw, ly = y - ty * th;
-    uint32_t w = W - tx * tw < tw ? W - tx * tw : tw;
-    const unsigned planes = im->cv.planes;
+    const uint32_t t = ty * im->tiles_x + tx;
+    const uint32_t flags = tile_flags[im->tile_base + t];
     const size_t area = (size_t)tw * th;
     /* planes of a tile are `area` apart; rows inside a plane `w` apart */
-    const uint16_t *buf = scratch + im->scratch_off + (size_t)t * planes * area;
-    uint32_t px[4], v[4];
-    l3_tile_pixel(buf, area, (size_t)ly * w + lx, planes, im->cv.depth, tile_flags[im->tile_base + t],
-                  px);
-    l3cv_map(&im->cv, px, v);
-    l3cv_store(&im->cv, im->out, x, y, v);
+    const uint16_t *buf = scratch + im->scratch_off + (size_t)t * im->cv.planes * area;
+    const uint32_t srcmax = im->cv.srcmax;
+    if (im->cv.direct && (dtype == L3GPU_U8    ? srcmax == 255u
+                          : dtype == L3GPU_U16 ? srcmax == 65535u
+                                               : 1))
+        l3g_convert_rows(im, buf, area, flags, x0, y0, w, h, lane_x, lane_y, pstep, cstep, dtype,
+                         C, 1);
+    else
+        l3g_convert_rows(im, buf, area, flags, x0, y0, w, h, lane_x, lane_y, pstep, cstep, dtype,
+                         C, 0);
 }
 
 #endif /* L3GPU_KERNELS_H */

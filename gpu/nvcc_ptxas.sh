@@ -3,6 +3,8 @@
 # one line per kernel and architecture to REPORT and prints them (the build
 # log shows every kernel's registers, stack and spills), e.g.
 #   ptxas sm_90 l3g_decode_planes: 48 registers, 0 B stack, 0 B spill stores, 0 B spill loads
+#   ptxas sm_90 l3g_convert<0,0,3>: 48 registers, 0 B stack, 0 B spill stores, 0 B spill loads
+# (template arguments of l3g_convert: enum l3gpu_layout, enum l3gpu_dtype, channels)
 # Other compiler output goes to stderr unchanged; the exit status is nvcc's.
 set -u
 report=$1
@@ -14,8 +16,18 @@ grep -v '^ptxas info\|bytes stack frame' "$raw" >&2
 awk -v q="'" '
 /Compiling entry function/ {
     split($0, part, q); name = part[2]; arch = part[4]
-    if (match(name, /l3g_[A-Za-z0-9_]+/)) {
-        name = substr(name, RSTART, RLENGTH); sub(/E[A-Z]?P?K?[0-9].*$/, "", name)
+    # the kernel name out of the mangled one, with its integer template
+    # arguments: l3g_convert<0,0,3> from ...11l3g_convertILi0ELi0ELi3EEEvPK...
+    if (match(name, /l3g_[a-z0-9_]+/)) {
+        rest = substr(name, RSTART + RLENGTH); name = substr(name, RSTART, RLENGTH)
+        if (rest ~ /^ILi/) {
+            rest = substr(rest, 2); targs = ""
+            while (match(rest, /^Li[0-9]+E/)) {
+                targs = targs (targs == "" ? "" : ",") substr(rest, 3, RLENGTH - 3)
+                rest = substr(rest, RLENGTH + 1)
+            }
+            name = name "<" targs ">"
+        }
     }
     stack = st = ld = "?"
 }

@@ -268,6 +268,84 @@ Test(cuda, gpu_matches_cpu_every_format, .timeout = 600)
     runtime_clean();
 }
 
+/* Separate outputs mixing native channel counts (1, 2, 3, 4), image sizes
+ * and tile sizes in one batch, with a truncated and a corrupt image: bytes
+ * and statuses as on the CPU, in every layout x dtype. The convert kernels
+ * are one per output channel count: on the fake runtime, one decode launch
+ * plus one convert launch per channel count present (4 native, 1 forced). */
+Test(cuda, mixed_outputs_in_one_batch)
+{
+    l3gpu_ctx *ctx = open_ctx(0);
+    enum { N = 6 };
+    static const struct { unsigned color, depth, w, h, tile; } IM[N] = {
+        {L3_COLOR_GRAY, 8, 70, 45, 32},   {L3_COLOR_RGB, 16, 33, 17, 16},
+        {L3_COLOR_RGBA, 8, 130, 66, 64},  {L3_COLOR_GRAY_ALPHA, 8, 1, 1, 32},
+        {L3_COLOR_PALETTE, 4, 65, 3, 64}, {L3_COLOR_RGB, 8, 40, 40, 32},
+    };
+    struct gen g[N];
+    struct l3gpu_input in[N];
+    for (int k = 0; k < N; k++)
+        gen_image(&g[k], IM[k].color, IM[k].depth, IM[k].w, IM[k].h, 900 + (uint64_t)k,
+                  IM[k].tile, 0);
+    to_inputs(g, N, in);
+    in[1].size -= 7; /* truncated: status, slot zeroed */
+    uint8_t *bad = malloc(g[5].l3_size);
+    memcpy(bad, g[5].l3, g[5].l3_size);
+    struct l3_layout lay;
+    cr_assert_eq(l3_read_layout(bad, g[5].l3_size, NULL, &lay, NULL), L3_OK);
+    bad[lay.header_size + 1] = 0x80; /* first tile's first plane mode: undefined flag */
+    in[5].data = bad;
+    struct l3gpu_format f;
+    for (int forced = 0; forced < 2; forced++)
+        for (int lay_ = 0; lay_ < 2; lay_++)
+            for (int dt = 0; dt < 4; dt++) {
+                l3gpu_format_init(&f);
+                f.layout = lay_;
+                f.dtype = dt;
+                f.channels = forced ? 3 : 0;
+                void *d[N], *h[N];
+                size_t bytes[N];
+                int sc[N], sg[N];
+                for (int k = 0; k < N; k++) {
+                    cr_assert_eq(l3gpu_output_shape(&g[k].info, &f, NULL, &bytes[k]), 0);
+                    d[k] = dev_alloc(ctx, bytes[k], 0x3c);
+                    h[k] = malloc(bytes[k]);
+                }
+                l3gpu_cpu_decode_batch(in, N, &f, NULL, 0, h, sc, 1);
+#ifdef L3_FAKECUDA
+                struct fakecuda_stats s0, s1;
+                fakecuda_get_stats(&s0);
+#endif
+                int st = l3gpu_decode_batch(ctx, in, N, L3GPU_MEM_HOST, &f, NULL, 0, d, NULL, 0,
+                                            sg, NULL);
+                cr_assert_eq(st, L3GPU_ERR_IMAGE, "%s", l3gpu_ctx_error(ctx));
+                cr_assert_eq(l3gpu_batch_finish(ctx, sg, N), L3GPU_ERR_IMAGE);
+#ifdef L3_FAKECUDA
+                fakecuda_get_stats(&s1);
+                cr_assert_eq(s1.launches - s0.launches, forced ? 2u : 5u,
+                             "layout %d dtype %d channels %d: %llu launches", lay_, dt, f.channels,
+                             s1.launches - s0.launches);
+#endif
+                cr_assert_eq(sc[1], L3_ERR_TRUNCATED);
+                cr_assert_neq(sc[5], 0);
+                for (int k = 0; k < N; k++) {
+                    uint8_t *got = download(ctx, d[k], bytes[k]);
+                    cr_assert_eq(sg[k], sc[k], "image %d: status gpu %d cpu %d", k, sg[k], sc[k]);
+                    cr_assert(!memcmp(got, h[k], bytes[k]),
+                              "layout %d dtype %d channels %d: image %d differs", lay_, dt,
+                              f.channels, k);
+                    free(got);
+                    free(h[k]);
+                    l3gpu_free(ctx, d[k]);
+                }
+            }
+    free(bad);
+    for (int k = 0; k < N; k++)
+        gen_free(&g[k]);
+    l3gpu_ctx_destroy(ctx);
+    runtime_clean();
+}
+
 /* A broken tile, a truncated file and junk inside a batch: statuses and
  * zeroed slots as on the CPU; on a caller stream. */
 Test(cuda, broken_images_on_a_stream)
