@@ -276,8 +276,9 @@ void l3g_validate(const size_t *sizes, size_t n, const struct l3gpu_format *fmt,
 void l3g_fill(const struct l3g_host_image *hi, size_t n, int *status,
               const struct l3gpu_format *fmt, void *out, void *const *out_ptrs,
               const uint8_t *const *bases, struct l3g_image *ims, uint64_t *item_start,
-              int *dstatus, struct l3g_totals *tot)
+              int *dstatus, void *lut_host, const void *lut_dev, struct l3g_totals *tot)
 {
+    unsigned luts_made = 0; /* bit k: the table of srcmax 2^(2^k) - 1 */
     const struct l3_info *first_ok = NULL;
     for (size_t j = 0; j < n && !first_ok; j++)
         if (!status[j])
@@ -323,6 +324,17 @@ void l3g_fill(const struct l3g_host_image *hi, size_t n, int *status,
         }
         if (st)
             continue;
+        const uint32_t sm = im->cv.srcmax;
+        const unsigned k = sm == 1u ? 0u : sm == 3u ? 1u : sm == 15u ? 2u : sm == 255u ? 3u : 4u;
+        if ((fmt->dtype == L3GPU_F32 || fmt->dtype == L3GPU_F16) && k < 4u) {
+            uint8_t *t = (uint8_t *)lut_host + k * L3G_LUT_SLOT;
+            if (!(luts_made >> k & 1u)) /* the format's arithmetic on every sample */
+                for (unsigned c = 0; c < 4; c++)
+                    for (uint32_t v = 0; v < 256; v++)
+                        l3cv_put(fmt->dtype, &im->cv, t, c * 256u + v, c, v);
+            luts_made |= 1u << k;
+            im->lut = (const uint8_t *)lut_dev + k * L3G_LUT_SLOT;
+        }
         const uint8_t *base = bases[i];
         im->payload = base + hi[i].lay.header_size;
         im->table = base + hi[i].lay.table_offset;
@@ -350,10 +362,11 @@ int l3g_emulate_batch(const struct l3gpu_input *in, size_t n, const struct l3gpu
     struct l3g_image *ims = calloc(n, sizeof *ims);
     uint64_t *item_start = calloc(n + 1, sizeof *item_start);
     int *dstatus = calloc(n, sizeof *dstatus);
+    void *lut = malloc(L3G_LUT_BYTES);
     uint16_t *scratch = NULL;
     uint8_t *flags = NULL;
     int ret = L3GPU_ERR_NOMEM;
-    if (!hi || !sizes || !bases || !ims || !item_start || !dstatus)
+    if (!hi || !sizes || !bases || !ims || !item_start || !dstatus || !lut)
         goto done;
     for (size_t i = 0; i < n; i++) {
         sizes[i] = in[i].size;
@@ -368,7 +381,8 @@ int l3g_emulate_batch(const struct l3gpu_input *in, size_t n, const struct l3gpu
         ret = L3GPU_ERR_OUTPUT_TOO_SMALL;
         goto done;
     }
-    l3g_fill(hi, n, status_ret, fmt, out, out_ptrs, bases, ims, item_start, dstatus, &tot);
+    l3g_fill(hi, n, status_ret, fmt, out, out_ptrs, bases, ims, item_start, dstatus, lut, lut,
+             &tot);
     if (out && tot.slot == 0) /* no image readable: zero it all, as the GPU does */
         memset(out, 0, out_size);
     scratch = malloc((size_t)tot.samples * 2 + 1);
@@ -403,5 +417,6 @@ done:
     free(dstatus);
     free(scratch);
     free(flags);
+    free(lut);
     return ret;
 }

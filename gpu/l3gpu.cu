@@ -560,7 +560,8 @@ static int decode_batch_locked(l3gpu_ctx *ctx, const struct l3gpu_input *in, siz
         size_t desc_bytes = align_up(n * sizeof(l3g_image));
         size_t start_bytes = align_up((n + 1) * sizeof(uint64_t));
         size_t status_bytes = align_up(n * sizeof(int));
-        size_t meta = desc_bytes + start_bytes + status_bytes;
+        size_t lut_off = desc_bytes + start_bytes + status_bytes;
+        size_t meta = lut_off + align_up(L3G_LUT_BYTES);
         size_t in_bytes = memory == L3GPU_MEM_DEVICE ? 0 : tot.in_total;
         size_t stage_bytes = meta + (memory == L3GPU_MEM_HOST ? in_bytes : 0);
         e = grow_pinned(ctx, (void **)&sl->pin, &sl->pin_cap, stage_bytes);
@@ -590,7 +591,8 @@ static int decode_batch_locked(l3gpu_ctx *ctx, const struct l3gpu_input *in, siz
                            hi[i].lay.header_size + (size_t)hi[i].lay.payload_size);
             }
         }
-        l3g_fill(hi, n, status_ret, fmt, out, out_ptrs, bases, ims, item_start, dstatus, &tot);
+        l3g_fill(hi, n, status_ret, fmt, out, out_ptrs, bases, ims, item_start, dstatus,
+                 sl->pin + lut_off, sl->dev + lut_off, &tot);
 
         /* 3. scratch: the context's own follows the batch that used it last */
         size_t need_scratch = align_up((size_t)(tot.samples * 2)) + align_up((size_t)tot.tiles);

@@ -7,6 +7,7 @@
  *   struct l3g_image ims[n]   per-image descriptors
  *   uint64_t item_start[n+1]  prefix sums of tiles*planes (decode work items)
  *   int status[n]             0, a host validation error, or a kernel error
+ *   [tables]                  L3G_LUT_BYTES: float outputs of <= 8-bit samples
  *   [input bytes]             packed .l3 files (host inputs)
  * Scratch: uint16 planes of every tile (tile after tile, plane after plane,
  * each plane tile_w*tile_h samples with row stride = the tile's real width),
@@ -36,6 +37,8 @@ struct l3g_image {
     uint32_t tiles_x, tiles_y;
     uint32_t tile_w, tile_h;
     void *out;               /* output slot, NULL: nothing to write */
+    const void *lut;         /* float dtype, samples of at most 8 bits: the
+                              * batch's table for this srcmax, else NULL */
     struct l3cv_image cv;
 };
 
@@ -46,6 +49,13 @@ struct l3g_host_image {
     size_t in_off;    /* offset of its bytes among the packed inputs */
     size_t out_bytes; /* 0 when the output shape is unknown */
 };
+
+/* Float outputs of samples of at most 8 bits (srcmax 1, 3, 15 or 255) read
+ * their values from a table per srcmax: 4 channels x 256 samples of the
+ * output dtype (stride L3G_LUT_SLOT bytes), computed on the host by
+ * l3cv_put() itself, so a table entry is the bits the arithmetic gives. */
+#define L3G_LUT_SLOT (4u * 256u * 4u)
+#define L3G_LUT_BYTES (4u * L3G_LUT_SLOT)
 
 struct l3g_totals {
     uint64_t samples;    /* scratch uint16 elements */
@@ -67,13 +77,14 @@ extern "C" {
 void l3g_validate(const size_t *sizes, size_t n, const struct l3gpu_format *fmt, int contiguous,
                   void *const *out_ptrs, struct l3g_host_image *hi, int *status,
                   struct l3g_totals *tot);
-/* Host. Fills the descriptors (ims, item_start, dstatus) from the validated
- * images; bases[i] is where image i's bytes are as the kernel reads them.
- * status[] may change (L3_ERR_UNSUPPORTED); tot gets the sizes. */
+/* Host. Fills the descriptors (ims, item_start, dstatus) and the tables
+ * (lut_host, L3G_LUT_BYTES; the kernels see them at lut_dev) from the
+ * validated images; bases[i] is where image i's bytes are as the kernel
+ * reads them. status[] may change (L3_ERR_UNSUPPORTED); tot gets the sizes. */
 void l3g_fill(const struct l3g_host_image *hi, size_t n, int *status,
               const struct l3gpu_format *fmt, void *out, void *const *out_ptrs,
               const uint8_t *const *bases, struct l3g_image *ims, uint64_t *item_start,
-              int *dstatus, struct l3g_totals *tot);
+              int *dstatus, void *lut_host, const void *lut_dev, struct l3g_totals *tot);
 /* Runs the GPU plan on the host, single-threaded, with the kernel bodies
  * below: what the device computes, for tests. Same contract as
  * l3gpu_cpu_decode_batch. */
@@ -159,20 +170,26 @@ L3CV_FN void l3g_decode_item(const struct l3g_image *ims, const uint64_t *item_s
 #define L3G_CONVERT_BX 32u
 #define L3G_CONVERT_BY 8u
 
+/* How l3g_convert_rows stores a sample (a constant in each instance). */
+#define L3G_STORE_ARITH 0 /* l3cv_put: the conversion arithmetic */
+#define L3G_STORE_RAW 1   /* integer dtype, no rescale: the sample as it is */
+#define L3G_STORE_LUT 2   /* float dtype: the image's table (im->lut) */
+
 /* Rows lane_y, lane_y + L3G_CONVERT_BY, ... of a decoded tile (w x h at
  * (x0, y0), planes `area` apart in buf, rows `w` apart), columns lane_x,
  * lane_x + L3G_CONVERT_BX, ...: undo the colour transform, map, store.
- * plain (a constant): the image's map is the identity (cv.direct) and an
- * integer dtype needs no rescale, so the samples are stored as they are
- * (what l3cv_map and l3cv_put compute then). */
+ * direct: the image's map is the identity (cv.direct), so the samples are
+ * what l3cv_map would return; store: L3G_STORE_*, each giving the bits
+ * l3cv_put gives. */
 L3CV_FORCE void l3g_convert_rows(const struct l3g_image *im, const uint16_t *buf, size_t area,
                                  uint32_t flags, uint32_t x0, uint32_t y0, uint32_t w,
                                  uint32_t h, uint32_t lane_x, uint32_t lane_y, size_t pstep,
-                                 size_t cstep, unsigned dtype, unsigned C, int plain)
+                                 size_t cstep, unsigned dtype, unsigned C, int direct, int store)
 {
     const uint32_t W = im->cv.width;
     const unsigned planes = im->cv.planes, depth = im->cv.depth;
     void *const out = im->out;
+    const void *const lut = im->lut;
     for (uint32_t ly = lane_y; ly < h; ly += L3G_CONVERT_BY) {
         size_t o = ((size_t)(y0 + ly) * W + x0 + lane_x) * pstep;
         const uint16_t *p = buf + (size_t)ly * w + lane_x;
@@ -180,19 +197,25 @@ L3CV_FORCE void l3g_convert_rows(const struct l3g_image *im, const uint16_t *buf
              lx += L3G_CONVERT_BX, p += L3G_CONVERT_BX, o += L3G_CONVERT_BX * pstep) {
             uint32_t px[4], v[4];
             l3_tile_pixel(p, area, 0, planes, depth, flags, px);
-            if (plain) {
-                for (unsigned c = 0; c < 4u && c < C; c++) {
-                    if (dtype == L3GPU_U8)
-                        ((uint8_t *)out)[o + c * cstep] = (uint8_t)px[c];
-                    else if (dtype == L3GPU_U16)
-                        ((uint16_t *)out)[o + c * cstep] = (uint16_t)px[c];
-                    else
-                        l3cv_put(dtype, &im->cv, out, o + c * cstep, c, px[c]);
-                }
+            if (direct) {
+                for (unsigned c = 0; c < 4u; c++)
+                    v[c] = px[c];
             } else {
                 l3cv_map(&im->cv, px, v);
-                for (unsigned c = 0; c < 4u && c < C; c++)
-                    l3cv_put(dtype, &im->cv, out, o + c * cstep, c, v[c]);
+            }
+            for (unsigned c = 0; c < 4u && c < C; c++) {
+                const size_t e = o + c * cstep;
+                const uint32_t k = c * 256u + (v[c] & 255u);
+                if (store == L3G_STORE_RAW && dtype == L3GPU_U8)
+                    ((uint8_t *)out)[e] = (uint8_t)v[c];
+                else if (store == L3G_STORE_RAW)
+                    ((uint16_t *)out)[e] = (uint16_t)v[c];
+                else if (store == L3G_STORE_LUT && dtype == L3GPU_F32)
+                    ((float *)out)[e] = ((const float *)lut)[k];
+                else if (store == L3G_STORE_LUT)
+                    ((uint16_t *)out)[e] = ((const uint16_t *)lut)[k];
+                else
+                    l3cv_put(dtype, &im->cv, out, e, c, v[c]);
             }
         }
     }
@@ -232,14 +255,19 @@ L3CV_FORCE void l3g_convert_tile(const struct l3g_image *im, int st, uint32_t tx
     /* planes of a tile are `area` apart; rows inside a plane `w` apart */
     const uint16_t *buf = scratch + im->scratch_off + (size_t)t * im->cv.planes * area;
     const uint32_t srcmax = im->cv.srcmax;
-    if (im->cv.direct && (dtype == L3GPU_U8    ? srcmax == 255u
-                          : dtype == L3GPU_U16 ? srcmax == 65535u
-                                               : 1))
-        l3g_convert_rows(im, buf, area, flags, x0, y0, w, h, lane_x, lane_y, pstep, cstep, dtype,
-                         C, 1);
+    const int is_float = dtype == L3GPU_F32 || dtype == L3GPU_F16;
+#define L3G_ROWS(direct, store)                                                                 \
+    l3g_convert_rows(im, buf, area, flags, x0, y0, w, h, lane_x, lane_y, pstep, cstep, dtype, C, \
+                     direct, store)
+    if (!is_float && im->cv.direct && srcmax == (dtype == L3GPU_U8 ? 255u : 65535u))
+        L3G_ROWS(1, L3G_STORE_RAW);
+    else if (is_float && im->lut && im->cv.direct)
+        L3G_ROWS(1, L3G_STORE_LUT);
+    else if (is_float && im->lut)
+        L3G_ROWS(0, L3G_STORE_LUT);
     else
-        l3g_convert_rows(im, buf, area, flags, x0, y0, w, h, lane_x, lane_y, pstep, cstep, dtype,
-                         C, 0);
+        L3G_ROWS(0, L3G_STORE_ARITH);
+#undef L3G_ROWS
 }
 
 #endif /* L3GPU_KERNELS_H */
