@@ -270,15 +270,8 @@ CV_INLINE void conv_tile8(const struct l3cv_fast *fc, const struct l3_tile_out *
     for (uint32_t y = 0; y < t->h; y++) {
         CV_SOURCE_ROWS(uint8_t)
         const size_t pix = (size_t)(t->y0 + y) * W + t->x0;
-        if (fc->simd >= 3 && dt != L3GPU_F32 && (layout == L3GPU_CHW || !fc->all_ident)) {
-            /* byte-plane lookups, any width; identity uint8 rows are copies.
-             * Not float32: 4 byte planes cost more than a gather of 16
-             * (measured 0.82 vs 0.86 of HWC uint8 for NHWC float32) */
-            if (layout == L3GPU_HWC) {
-                l3cv_hwc_vbmi(fc, u, C, w, (uint8_t *)out + pix * C * es, fc->stream,
-                              stage[0]);
-                continue;
-            }
+        if (fc->simd >= 3 && dt != L3GPU_F32 && layout == L3GPU_CHW) {
+            /* byte-plane lookups, any width; identity uint8 rows are copies */
             for (unsigned c = 0; c < C; c++) {
                 uint8_t *d = (uint8_t *)out + (c * HW + pix) * es;
                 if (!fc->ident[c])
@@ -288,6 +281,14 @@ CV_INLINE void conv_tile8(const struct l3cv_fast *fc, const struct l3_tile_out *
                 else
                     memcpy(d, u[c], w);
             }
+            continue;
+        }
+        if (fc->simd >= 3 && dt != L3GPU_F32 && layout == L3GPU_HWC && fc->same &&
+            !fc->all_ident && !(w & 15)) {
+            /* one table: the samples interleaved, then one row of w * C */
+            const void *rows[4] = {u[0], u[1], u[2], u[3]};
+            l3cv_interleave_simd(rows, C, 1, w, ilv);
+            l3cv_row_vbmi(fc, 0, ilv, w * C, (uint8_t *)out + pix * C * es, fc->stream);
             continue;
         }
         if (layout == L3GPU_HWC && fc->simd && !(w & 15) && C > 1) {

@@ -61,12 +61,7 @@ struct l3cv_fast {
     /* VBMI lookups (simd 3): byte k of entry v of channel c's table, the
      * table as 4 x 256 bytes that two-table byte permutes index directly */
     uint8_t tb[4][4][256];
-    /* VBMI HWC interleave of C channel rows, 64 bytes of each per step:
-     * output block j is permute(row 0, vix[j][0], row 1), then (C == 3) that
-     * permuted with row 2 by vix[j][1], or (C == 4) blended by vmask[j] with
-     * permute(row 2, vix[j][1], row 3) */
-    uint8_t vix[4][2][64];
-    uint64_t vmask[4];
+    uint8_t same; /* every channel has the same table (tb[c] == tb[0]) */
 };
 
 /* Scratch bytes l3cv_fast_tile() needs for tiles up to tile_w wide: 3 rows
@@ -103,19 +98,15 @@ void l3cv_interleave_simd(const void *const rows[4], unsigned C, size_t es, uint
 void l3cv_hwc_simd(const struct l3cv_fast *fc, const uint8_t *ilv, unsigned C, uint32_t w,
                    void *dst, int stream);
 
-/* VBMI steps (fc->simd >= 3), any w >= 1, the tables as byte planes (no
- * gathers). l3cv_vbmi_prepare: fills fc->tb, vix, vmask (at prepare time).
- * l3cv_row_vbmi: one row of channel c (samples u) into dst (uint8 through
- * a table, uint16, float16 or float32); l3cv_hwc_vbmi: the rows u[0..C) into
- * w interleaved pixels at dst, through stage (C rows of
- * L3CV_FAST_STRIDE(w) * 4 bytes, 64-byte aligned). With `stream`,
- * non-temporal stores where dst is 64-byte aligned. Samples up to the next
- * multiple of 64 past w are read (masked: nothing past w is touched). */
+/* VBMI step (fc->simd >= 3), the tables as byte planes (no gathers).
+ * l3cv_vbmi_prepare: fills fc->tb and fc->same (at prepare time, any level).
+ * l3cv_row_vbmi: w >= 1 samples u of channel c through its table into dst
+ * (uint8, uint16, float16 or float32); with `stream`, non-temporal stores
+ * where dst is 64-byte aligned. Masked loads and stores: nothing past w is
+ * touched. */
 void l3cv_vbmi_prepare(struct l3cv_fast *fc);
 void l3cv_row_vbmi(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,
                    void *dst, int stream);
-void l3cv_hwc_vbmi(const struct l3cv_fast *fc, const uint8_t *const u[4], unsigned C,
-                   uint32_t w, void *dst, int stream, uint8_t *stage);
 
 /* Converts one decoded tile (as l3_decode_tiles() hands it over: channel
  * planes, colour transform undone, uint8_t samples for depth <= 8, uint16_t

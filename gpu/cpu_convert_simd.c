@@ -353,6 +353,7 @@ void l3cv_vbmi_prepare(struct l3cv_fast *fc)
     const struct l3cv_image *im = fc->im;
     const unsigned C = im->out_channels;
     const size_t es = l3gpu_dtype_size(im->dtype);
+    fc->same = 1;
     for (unsigned c = 0; c < C; c++)
         for (unsigned v = 0; v < 256; v++) {
             uint8_t e[4];
@@ -364,29 +365,9 @@ void l3cv_vbmi_prepare(struct l3cv_fast *fc)
                 memcpy(e, &fc->t.u16[c][v], 2);
             for (size_t k = 0; k < es; k++) fc->tb[c][k][v] = e[k]; /* little-endian bytes */
         }
-    /* byte p of interleaved output block j (of C per step) is byte r of
-     * element e = (64 j + p) / es: pixel q = e / C of channel row e % C,
-     * byte q * es + r of that row's 64 */
-    for (unsigned j = 0; j < C; j++) {
-        fc->vmask[j] = 0;
-        for (unsigned p = 0; p < 64; p++) {
-            unsigned B = 64 * j + p, e = B / (unsigned)es, r = B % (unsigned)es;
-            unsigned q = e / C, ch = e % C, src = q * (unsigned)es + r;
-            uint8_t i0 = 0, i1 = 0;
-            if (ch == 0)
-                i0 = (uint8_t)src;
-            else if (ch == 1)
-                i0 = (uint8_t)(64 + src);
-            if (C == 3)
-                i1 = (uint8_t)(ch == 2 ? 64 + src : p); /* p: keep the first permute's */
-            else if (C == 4 && ch >= 2)
-                i1 = (uint8_t)(ch == 2 ? src : 64 + src);
-            if (C == 4 && ch >= 2)
-                fc->vmask[j] |= (uint64_t)1 << p;
-            fc->vix[j][0][p] = i0;
-            fc->vix[j][1][p] = i1;
-        }
-    }
+    for (unsigned c = 1; c < C; c++)
+        if (memcmp(fc->tb[c], fc->tb[0], sizeof fc->tb[0]))
+            fc->same = 0;
 }
 
 #define LD64(p) _mm512_loadu_si512((const void *)(p))
@@ -470,51 +451,6 @@ VBMI void l3cv_row_vbmi(const struct l3cv_fast *fc, unsigned c, const uint8_t *u
     }
 }
 
-VBMI void l3cv_hwc_vbmi(const struct l3cv_fast *fc, const uint8_t *const u[4], unsigned C,
-                        uint32_t w, void *dst, int stream, uint8_t *stage)
-{
-    if (C == 1) {
-        l3cv_row_vbmi(fc, 0, u[0], w, dst, stream);
-        return;
-    }
-    const size_t es = l3gpu_dtype_size(fc->im->dtype);
-    const __m512i ord = es == 1 ? _mm512_setzero_si512() : unpack_order(es);
-    const size_t srs = L3CV_FAST_STRIDE(w) * es; /* a stage row: whole 64-sample steps */
-    /* each channel's row through its table, in element order */
-    for (unsigned c = 0; c < C; c++)
-        for (uint32_t x = 0; x < w; x += 64) {
-            __m512i v[4];
-            look64(fc, c, u[c] + x, w - x < 64 ? w - x : 64, es, ord, v);
-            for (size_t k = 0; k < es; k++)
-                _mm512_storeu_si512((void *)(stage + c * srs + x * es + 64 * k), v[k]);
-        }
-    /* then interleaved 64 bytes of each row at a time into C output blocks */
-    uint8_t *o = dst;
-    stream = stream && !((uintptr_t)o & 63);
-    const size_t n = (size_t)w * C * es;
-    for (size_t k = 0; k * 64 < (size_t)w * es; k++) {
-        __m512i r0 = _mm512_loadu_si512((const void *)(stage + 64 * k));
-        __m512i r1 = _mm512_loadu_si512((const void *)(stage + srs + 64 * k));
-        __m512i r2 = r1, r3 = r1;
-        if (C >= 3)
-            r2 = _mm512_loadu_si512((const void *)(stage + 2 * srs + 64 * k));
-        if (C == 4)
-            r3 = _mm512_loadu_si512((const void *)(stage + 3 * srs + 64 * k));
-        for (unsigned j = 0; j < C; j++) {
-            size_t at = (k * C + j) * 64;
-            if (at >= n)
-                break;
-            __m512i v = _mm512_permutex2var_epi8(r0, LD64(fc->vix[j][0]), r1);
-            if (C == 3)
-                v = _mm512_permutex2var_epi8(v, LD64(fc->vix[j][1]), r2);
-            else if (C == 4)
-                v = _mm512_mask_blend_epi8(_cvtu64_mask64(fc->vmask[j]), v,
-                                           _mm512_permutex2var_epi8(r2, LD64(fc->vix[j][1]), r3));
-            put64(o + at, v, n - at, stream);
-        }
-    }
-}
-
 #else /* no x86 SIMD build */
 
 int l3cv_simd_level(void)
@@ -551,9 +487,4 @@ void l3cv_row_vbmi(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uin
     (void)fc, (void)c, (void)u, (void)w, (void)dst, (void)stream; /* level 0: never called */
 }
 
-void l3cv_hwc_vbmi(const struct l3cv_fast *fc, const uint8_t *const u[4], unsigned C,
-                   uint32_t w, void *dst, int stream, uint8_t *stage)
-{
-    (void)fc, (void)u, (void)C, (void)w, (void)dst, (void)stream, (void)stage;
-}
 #endif
