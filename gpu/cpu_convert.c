@@ -287,7 +287,10 @@ CV_INLINE void conv_tile8(const struct l3cv_fast *fc, const struct l3_tile_out *
             !fc->all_ident && !(w & 15)) {
             /* one table: the samples interleaved, then one row of w * C */
             const void *rows[4] = {u[0], u[1], u[2], u[3]};
-            l3cv_interleave_simd(rows, C, 1, w, ilv);
+            if (C == 3)
+                l3cv_interleave3_vbmi(fc, u, w, ilv);
+            else
+                l3cv_interleave_simd(rows, C, 1, w, ilv);
             l3cv_row_vbmi(fc, 0, ilv, w * C, (uint8_t *)out + pix * C * es, fc->stream);
             continue;
         }
@@ -296,7 +299,10 @@ CV_INLINE void conv_tile8(const struct l3cv_fast *fc, const struct l3_tile_out *
             uint8_t *dst = (uint8_t *)out + pix * C * es;
             if (!fc->all_ident) {
                 /* the samples interleaved, then through the tables in place */
-                l3cv_interleave_simd(rows, C, 1, w, ilv);
+                if (C == 3 && fc->simd >= 3)
+                    l3cv_interleave3_vbmi(fc, u, w, ilv);
+                else
+                    l3cv_interleave_simd(rows, C, 1, w, ilv);
                 l3cv_hwc_simd(fc, ilv, C, w, dst, fc->stream);
                 continue;
             }

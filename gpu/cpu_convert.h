@@ -62,6 +62,9 @@ struct l3cv_fast {
      * table as 4 x 256 bytes that two-table byte permutes index directly */
     uint8_t tb[4][4][256];
     uint8_t same; /* every channel has the same table (tb[c] == tb[0]) */
+    /* VBMI interleave of 3 rows of 64 samples into output block j (of 3):
+     * permute(permute(row 0, ilv3[j][0], row 1), ilv3[j][1], row 2) */
+    uint8_t ilv3[3][2][64];
 };
 
 /* Scratch bytes l3cv_fast_tile() needs for tiles up to tile_w wide: 3 rows
@@ -102,11 +105,14 @@ void l3cv_hwc_simd(const struct l3cv_fast *fc, const uint8_t *ilv, unsigned C, u
  * l3cv_vbmi_prepare: fills fc->tb and fc->same (at prepare time, any level).
  * l3cv_row_vbmi: w >= 1 samples u of channel c through its table into dst
  * (uint8, uint16, float16 or float32); with `stream`, non-temporal stores
- * where dst is 64-byte aligned. Masked loads and stores: nothing past w is
- * touched. */
+ * where dst is 64-byte aligned. l3cv_interleave3_vbmi: 3 rows of w samples
+ * (bytes) into w interleaved pixels at dst. Masked loads and stores: nothing
+ * past w is touched. */
 void l3cv_vbmi_prepare(struct l3cv_fast *fc);
 void l3cv_row_vbmi(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,
                    void *dst, int stream);
+void l3cv_interleave3_vbmi(const struct l3cv_fast *fc, const uint8_t *const rows[3],
+                           uint32_t w, uint8_t *dst);
 
 /* Converts one decoded tile (as l3_decode_tiles() hands it over: channel
  * planes, colour transform undone, uint8_t samples for depth <= 8, uint16_t

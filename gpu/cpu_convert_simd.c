@@ -368,6 +368,15 @@ void l3cv_vbmi_prepare(struct l3cv_fast *fc)
     for (unsigned c = 1; c < C; c++)
         if (memcmp(fc->tb[c], fc->tb[0], sizeof fc->tb[0]))
             fc->same = 0;
+    /* byte p of interleaved block j is sample q = (64 j + p) / 3 of row
+     * (64 j + p) % 3: rows 0 and 1 by the first permute, row 2 by the second
+     * (p itself: keep the first's) */
+    for (unsigned j = 0; j < 3; j++)
+        for (unsigned p = 0; p < 64; p++) {
+            unsigned e = 64 * j + p, q = e / 3, ch = e % 3;
+            fc->ilv3[j][0][p] = (uint8_t)(ch == 0 ? q : ch == 1 ? 64 + q : 0);
+            fc->ilv3[j][1][p] = (uint8_t)(ch == 2 ? 64 + q : p);
+        }
 }
 
 #define LD64(p) _mm512_loadu_si512((const void *)(p))
@@ -451,6 +460,30 @@ VBMI void l3cv_row_vbmi(const struct l3cv_fast *fc, unsigned c, const uint8_t *u
     }
 }
 
+VBMI void l3cv_interleave3_vbmi(const struct l3cv_fast *fc, const uint8_t *const rows[3],
+                                uint32_t w, uint8_t *dst)
+{
+    const __m512i a0 = LD64(fc->ilv3[0][0]), b0 = LD64(fc->ilv3[0][1]);
+    const __m512i a1 = LD64(fc->ilv3[1][0]), b1 = LD64(fc->ilv3[1][1]);
+    const __m512i a2 = LD64(fc->ilv3[2][0]), b2 = LD64(fc->ilv3[2][1]);
+    for (uint32_t x = 0; x < w; x += 64) {
+        size_t n = w - x < 64 ? w - x : 64;
+        __mmask64 m = _cvtu64_mask64(n >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1);
+        __m512i r = _mm512_maskz_loadu_epi8(m, rows[0] + x);
+        __m512i g = _mm512_maskz_loadu_epi8(m, rows[1] + x);
+        __m512i b = _mm512_maskz_loadu_epi8(m, rows[2] + x);
+        uint8_t *o = dst + 3 * (size_t)x;
+        size_t left = 3 * n;
+        put64(o, _mm512_permutex2var_epi8(_mm512_permutex2var_epi8(r, a0, g), b0, b), left, 0);
+        if (left > 64)
+            put64(o + 64, _mm512_permutex2var_epi8(_mm512_permutex2var_epi8(r, a1, g), b1, b),
+                  left - 64, 0);
+        if (left > 128)
+            put64(o + 128, _mm512_permutex2var_epi8(_mm512_permutex2var_epi8(r, a2, g), b2, b),
+                  left - 128, 0);
+    }
+}
+
 #else /* no x86 SIMD build */
 
 int l3cv_simd_level(void)
@@ -485,6 +518,12 @@ void l3cv_row_vbmi(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uin
                    void *dst, int stream)
 {
     (void)fc, (void)c, (void)u, (void)w, (void)dst, (void)stream; /* level 0: never called */
+}
+
+void l3cv_interleave3_vbmi(const struct l3cv_fast *fc, const uint8_t *const rows[3],
+                           uint32_t w, uint8_t *dst)
+{
+    (void)fc, (void)rows, (void)w, (void)dst; /* level 0: never called */
 }
 
 #endif
