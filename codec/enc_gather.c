@@ -49,6 +49,23 @@ static void gather4(const uint8_t *restrict r8, uint32_t w, uint16_t *restrict p
     }
 }
 
+void l3_prefetch_tile(const struct enc *e, uint64_t tile)
+{
+    const struct l3_info *info = e->info;
+    if (tile >= (uint64_t)info->tiles_x * info->tiles_y)
+        return;
+    uint32_t x0, y0, w, h;
+    l3_tile_rect(info->width, info->height, info->tile_width, info->tile_height, tile, &x0,
+                 &y0, &w, &h);
+    const size_t px = (size_t)e->planes * l3_sample_bytes(info);
+    for (uint32_t y = 0; y < h; y++) {
+        const uint8_t *r = e->pixels + (size_t)(y0 + y) * e->stride + (size_t)x0 * px;
+        for (size_t b = 0; b < (size_t)w * px; b += 64)
+            __builtin_prefetch(r + b);
+        __builtin_prefetch(r + (size_t)w * px - 1);
+    }
+}
+
 L3_CLONES int l3_gather_planes(const struct enc *e, uint32_t x0, uint32_t y0, uint32_t w,
                                uint32_t h, uint16_t *const *pl)
 {

@@ -473,6 +473,7 @@ int l3_encode_tile(struct enc *e, unsigned worker, uint64_t tile)
     int st = l3_gather_planes(e, t.x0, t.y0, t.w, t.h, t.sample);
     if (st != L3_OK)
         return st;
+    l3_prefetch_tile(e, tile + 1);
     if (t.sampled)
         choose_predictor_sampled(&t);
     else

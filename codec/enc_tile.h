@@ -53,6 +53,10 @@ size_t l3_tile_stream_bytes(uint32_t tile_w, uint32_t tile_h, unsigned depth);
 int l3_gather_planes(const struct enc *e, uint32_t x0, uint32_t y0, uint32_t w, uint32_t h,
                      uint16_t *const *planes);
 
+/* Asks the CPU to bring tile `tile`'s pixels into its caches (nothing when
+ * there is no such tile). */
+void l3_prefetch_tile(const struct enc *e, uint64_t tile);
+
 /* Encodes tile `tile` into its slot with worker `worker`'s scratch.
  * L3_ERR_INVALID_ARG when a sample exceeds the colour model's range. */
 int l3_encode_tile(struct enc *e, unsigned worker, uint64_t tile);
