@@ -45,6 +45,16 @@ static inline uint32_t match_len(const uint16_t *a, const uint16_t *b, uint32_t 
     return l;
 }
 
+/* The first 4 residuals at p (the shortest copy) as one word: a position
+ * whose first 4 differ is no candidate, and this test is cheaper (and its
+ * branch better predicted) than match_len. */
+static inline uint64_t load4(const uint16_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
 static inline uint32_t lz_hash(const uint16_t *z, unsigned bits)
 {
     uint64_t a, b;
@@ -115,9 +125,10 @@ L3_CLONES static void lz_parse(struct lz_state *lz, const uint16_t *z, size_t en
             chain[pos] = cand;
             head[hv] = (uint32_t)pos + 1;
             const size_t room = end - pos;
+            const uint64_t here = load4(z + pos);
             /* the last copy's distance first: a long match there ends the
              * search (a repeated pattern repeats at one distance) */
-            if (repd && repd <= pos) {
+            if (repd && repd <= pos && load4(z + pos - repd) == here) {
                 uint32_t l = match_len(z + pos - repd, z + pos, (uint32_t)room);
                 if (l >= LZ_REP_LONG) {
                     best = l;
@@ -128,6 +139,8 @@ L3_CLONES static void lz_parse(struct lz_state *lz, const uint16_t *z, size_t en
             for (unsigned c = 0; cand && c < max_chain; c++, cand = chain[cand - 1]) {
                 const uint16_t *a = z + cand - 1, *b = z + pos;
                 if (best && (best >= room || a[best] != b[best]))
+                    continue;
+                if (load4(a) != here)
                     continue;
                 uint32_t l = match_len(a, b, (uint32_t)room);
                 if (l > best) {
