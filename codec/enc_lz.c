@@ -14,6 +14,9 @@
 
 #define LZ_MARGIN 4u      /* bits a copy must save over its literals */
 #define LZ_REP_LONG 16u   /* a match this long at the last distance is taken */
+#define LZ_HASH_SCALE 4u  /* hash buckets per residual of a plane (up to 2^16):
+                             a sparse table has few false candidates, whose
+                             chain walks were the parse's branch misses */
 #define LZ_HASH_LONG 32u  /* of a longer match only the last ... */
 #define LZ_HASH_TAIL 8u   /* ... positions are hashed (its inside is found
                              again at its source) */
@@ -55,6 +58,13 @@ static inline uint64_t load4(const uint16_t *p)
     return v;
 }
 
+/* A head entry as a position + 1 of this plane (0: none, or an earlier
+ * plane's). */
+static inline uint32_t lz_fresh(uint32_t h, uint32_t base)
+{
+    return h > base ? h - base : 0;
+}
+
 static inline uint32_t lz_hash(const uint16_t *z, unsigned bits)
 {
     uint64_t a, b;
@@ -94,9 +104,16 @@ static void lz_costs(const struct lz_state *lz, const uint16_t *z, uint32_t w, u
 static void lz_start(struct lz_state *lz, size_t n)
 {
     unsigned hb = 8; /* table size follows the plane (small tiles) */
-    while (hb < lz->hash_bits && ((size_t)1 << hb) < n)
+    while (hb < lz->hash_bits && ((size_t)1 << hb) < n * LZ_HASH_SCALE)
         hb++;
-    memset(lz->head, 0, sizeof(uint32_t) << hb);
+    /* the head entries of earlier planes are at most top: no clearing,
+     * except when the stamps would wrap */
+    if (UINT32_MAX - lz->top <= n) {
+        memset(lz->head, 0, sizeof(uint32_t) << lz->hash_bits);
+        lz->top = 0;
+    }
+    lz->base = lz->top;
+    lz->top += (uint32_t)n;
     lz->hb = hb;
     lz->pos = lz->run0 = lz->nt = 0;
     lz->saved = 0;
@@ -112,6 +129,7 @@ L3_CLONES static void lz_parse(struct lz_state *lz, const uint16_t *z, size_t en
 {
     const uint32_t *cost = lz->cost;
     const unsigned hb = lz->hb;
+    const uint32_t base = lz->base;
     uint32_t *head = lz->head, *chain = lz->chain, *tok = lz->tok;
     size_t nt = lz->nt, pos = lz->pos, run0 = lz->run0;
     uint64_t saved = lz->saved;
@@ -121,9 +139,9 @@ L3_CLONES static void lz_parse(struct lz_state *lz, const uint16_t *z, size_t en
         uint32_t best = 0, bestd = 0;
         if (pos < last) {
             uint32_t hv = lz_hash(z + pos, hb);
-            uint32_t cand = head[hv];
+            uint32_t cand = lz_fresh(head[hv], base);
             chain[pos] = cand;
-            head[hv] = (uint32_t)pos + 1;
+            head[hv] = base + (uint32_t)pos + 1;
             const size_t room = end - pos;
             const uint64_t here = load4(z + pos);
             /* the last copy's distance first: a long match there ends the
@@ -173,8 +191,8 @@ L3_CLONES static void lz_parse(struct lz_state *lz, const uint16_t *z, size_t en
             for (pos++; pos < mend; pos++) {
                 if (pos < last) {
                     uint32_t hv = lz_hash(z + pos, hb);
-                    chain[pos] = head[hv];
-                    head[hv] = (uint32_t)pos + 1;
+                    chain[pos] = lz_fresh(head[hv], base);
+                    head[hv] = base + (uint32_t)pos + 1;
                 }
             }
             continue;
@@ -296,7 +314,7 @@ size_t l3_lz_gated(struct lz_state *lz, const uint16_t *src, uint16_t *z, uint32
 size_t l3_lz_words(size_t area, unsigned *hash_bits_ret)
 {
     unsigned hash_bits = 10;
-    while (hash_bits < 16 && ((size_t)1 << hash_bits) < area)
+    while (hash_bits < 16 && ((size_t)1 << hash_bits) < area * LZ_HASH_SCALE)
         hash_bits++;
     *hash_bits_ret = hash_bits;
     /* head, chain, cost (area + 1 prefix sums), tokens */
@@ -308,6 +326,8 @@ void l3_lz_init(struct lz_state *lz, uint32_t *mem, size_t area, unsigned hash_b
     lz->hash_bits = hash_bits;
     lz->simd = 0;
     lz->head = mem;
+    memset(lz->head, 0, sizeof(uint32_t) << hash_bits);
+    lz->top = 0;
     lz->chain = mem + ((size_t)1 << hash_bits);
     lz->cost = lz->chain + area;
     lz->tok = lz->cost + area + 1;

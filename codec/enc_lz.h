@@ -15,13 +15,15 @@
 
 /* Per-worker state of the match finder (l3_lz_init). */
 struct lz_state {
-    uint32_t *head;   /* hash bucket -> last position + 1 (0: none) */
+    uint32_t *head;   /* hash bucket -> base + last position + 1 (<= base: none) */
     uint32_t *chain;  /* position -> previous position + 1 with the same hash */
     uint32_t *cost;   /* prefix sums of the literal cost estimate, 1/16 bit */
     uint32_t *tok;    /* tokens: run, count, dist triples */
     unsigned hash_bits;
     /* the parse so far (lz_start, lz_parse, lz_finish) */
     unsigned hb;      /* hash bits of this plane */
+    uint32_t base;    /* head stamps of this plane are above base ... */
+    uint32_t top;     /* ... and at most top (no earlier plane's are) */
     size_t pos;       /* next residual to parse */
     size_t run0;      /* start of the current literal run */
     size_t nt;        /* tokens so far */
