@@ -9,9 +9,12 @@
  * reference (l3gpu_cpu_convert, the CUDA kernel), whichever tile decoder
  * (SIMD lanes or scalar) the codec picks.
  *
- * Threads: with at least as many images as threads, each thread takes whole
- * images (one decode thread each: no sharing, no imbalance inside an image);
- * with fewer, the images go one after another, each on all the threads.
+ * Threads: while every thread can get an image of its own, the threads take
+ * whole images (one decode thread each: no sharing inside an image); the
+ * last n mod threads images (all of them when n < threads) then go one after
+ * another, each on all the threads (split by tile batches), so that no
+ * thread idles through a whole image at the end: 3 images on 2 threads take
+ * 1.5 image times, not 2.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -38,7 +41,7 @@ struct cpu_image {
 struct cpu_batch {
     struct cpu_image *im;
     size_t n;
-    unsigned per_image;   /* decode threads per image */
+    size_t whole;         /* images 0..whole-1 are taken whole by the pool */
     atomic_size_t next;   /* next image to take */
     uint8_t *scratch;     /* per decode worker: scratch_per bytes */
     size_t scratch_per;
@@ -47,7 +50,7 @@ struct cpu_batch {
 /* What the sink of one image's decode needs. */
 struct sink_ctx {
     struct cpu_image *im;
-    uint8_t *scratch; /* per_image regions of scratch_per bytes */
+    uint8_t *scratch; /* one region of scratch_per bytes per decode thread */
     size_t scratch_per;
 };
 
@@ -85,7 +88,7 @@ static void *pool_thread(void *arg)
     uint8_t *scratch = b->scratch + (size_t)pa->slot * b->scratch_per;
     for (;;) {
         size_t i = atomic_fetch_add(&b->next, 1);
-        if (i >= b->n)
+        if (i >= b->whole)
             break;
         if (!b->im[i].status)
             decode_image(&b->im[i], 1, scratch, b->scratch_per);
@@ -197,19 +200,14 @@ int l3gpu_cpu_decode_batch(const struct l3gpu_input *in, size_t n,
     if (threads > 256)
         threads = 256;
     unsigned pool = (size_t)threads <= n ? threads : 1;
-    b.per_image = pool == 1 ? threads : 1;
+    b.whole = pool > 1 ? n - n % pool : 0;
     b.scratch_per = (L3CV_FAST_SCRATCH(max_tile_w) + 63) & ~(size_t)63;
-    size_t regions = pool > b.per_image ? pool : b.per_image;
-    b.scratch = aligned_alloc(64, b.scratch_per * regions);
+    b.scratch = aligned_alloc(64, b.scratch_per * threads); /* per thread, either phase */
     if (!b.scratch) {
         ret = L3GPU_ERR_NOMEM;
         goto done;
     }
-    if (pool == 1) {
-        for (size_t i = 0; i < n; i++)
-            if (!b.im[i].status)
-                decode_image(&b.im[i], b.per_image, b.scratch, b.scratch_per);
-    } else {
+    if (b.whole) {
         atomic_init(&b.next, 0);
         pthread_t tid[256];
         struct pool_arg pa[256];
@@ -227,6 +225,9 @@ int l3gpu_cpu_decode_batch(const struct l3gpu_input *in, size_t n,
         for (unsigned t = 0; t < started; t++)
             pthread_join(tid[t], NULL);
     }
+    for (size_t i = b.whole; i < n; i++) /* the rest, each on every thread */
+        if (!b.im[i].status)
+            decode_image(&b.im[i], threads, b.scratch, b.scratch_per);
     for (size_t i = 0; i < n; i++) {
         struct cpu_image *im = &b.im[i];
         int st = im->status;

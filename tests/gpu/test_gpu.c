@@ -305,6 +305,53 @@ Test(cpu_batch, every_format_matches_l3_decode)
     }
 }
 
+/* Every thread count splits a batch its own way (whole images per thread,
+ * the last n mod threads images on all threads, or one image on all):
+ * the bytes and statuses are those of one thread, for every batch size,
+ * a truncated image among them. */
+Test(cpu_batch, thread_counts_write_the_same_bytes)
+{
+    enum { N = 5 };
+    struct gen g[N];
+    for (int k = 0; k < N; k++)
+        gen_image(&g[k], L3_COLOR_RGB, 8, 130, 70, 700 + k, 32, 0);
+    struct l3gpu_input in[N];
+    for (int k = 0; k < N; k++)
+        in[k] = (struct l3gpu_input){g[k].l3, g[k].l3_size};
+    in[2].size = g[2].l3_size / 2; /* truncated */
+    for (int fi = 0; fi < 2; fi++) {
+        struct l3gpu_format f;
+        l3gpu_format_init(&f);
+        if (fi) { /* converted (tile sink) rather than written by l3_decode */
+            f.layout = L3GPU_CHW;
+            f.dtype = L3GPU_F32;
+        }
+        size_t bytes;
+        cr_assert_eq(l3gpu_output_shape(&g[0].info, &f, NULL, &bytes), L3GPU_OK);
+        uint8_t *ref = malloc(N * bytes), *out = malloc(N * bytes);
+        for (size_t n = 1; n <= N; n++) {
+            int sref[N], st[N];
+            memset(ref, 0x5A, n * bytes);
+            int r1 = l3gpu_cpu_decode_batch(in, n, &f, ref, n * bytes, NULL, sref, 1);
+            cr_assert_eq(r1, n > 2 ? L3GPU_ERR_IMAGE : L3GPU_OK);
+            for (unsigned threads = 2; threads <= 4; threads++) {
+                memset(out, 0xA5, n * bytes);
+                int r = l3gpu_cpu_decode_batch(in, n, &f, out, n * bytes, NULL, st, threads);
+                cr_assert_eq(r, r1, "%zu images, %u threads", n, threads);
+                for (size_t k = 0; k < n; k++)
+                    cr_assert_eq(st[k], sref[k], "%zu images, %u threads: image %zu", n,
+                                 threads, k);
+                cr_assert(!memcmp(out, ref, n * bytes), "%zu images, %u threads (%s): bytes "
+                          "differ from one thread's", n, threads, fi ? "CHW f32" : "native");
+            }
+        }
+        free(ref);
+        free(out);
+    }
+    for (int k = 0; k < N; k++)
+        gen_free(&g[k]);
+}
+
 /* ---------------- broken images in a batch ---------------- */
 
 Test(cpu_batch, corrupt_and_truncated_images)
