@@ -71,10 +71,13 @@ l3g_decode_planes(const l3g_image *__restrict__ ims, const uint64_t *__restrict_
  * (plus z_base), blockIdx.x/y = a tile of its output grid (striding when the
  * grid is larger than the launch), 32 x 8 threads on the tile's pixels;
  * body in l3gpu_kernels.h. Images with another channel count are left to
- * that count's kernel. At least 4 blocks per SM: at most 64 registers
- * (without the bound ptxas spilled in one of the 32 instances). */
+ * that count's kernel. Integer dtypes with 1-3 channels: at least 5 blocks
+ * per SM (at most 48 registers); the others 4 (at most 64: with 48 float and
+ * 4-channel instances spill on sm_80 or sm_90; without any bound ptxas
+ * spilled in one instance). */
 template <int LAYOUT, int DTYPE, int C>
-__global__ void __launch_bounds__(L3G_CONVERT_BX * L3G_CONVERT_BY, 4)
+__global__ void
+__launch_bounds__(L3G_CONVERT_BX * L3G_CONVERT_BY, DTYPE <= L3GPU_U16 && C < 4 ? 5 : 4)
 l3g_convert(const l3g_image *__restrict__ ims, uint32_t z_base,
             const uint16_t *__restrict__ scratch, const uint8_t *__restrict__ tile_flags,
             const int *__restrict__ status)
