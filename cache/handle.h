@@ -12,6 +12,8 @@
  *   mapped.c    hashing an object in memory on a mapping, safe against SIGBUS
  *   verified.c  which objects were checked whole and have not changed or left
  *               the page cache since (mincore): what an open must check
+ *   ranges.c    range checksums (an extended attribute): a read checked on
+ *               the chunks it touches
  *   claim.c     claims on a key shared through the directory, so that
  *               processes and hosts sharing it encode each key once
  *   get.c       l3cache_get: hit path, single flight, encode and store
@@ -148,8 +150,9 @@ int object_check(struct l3cache *c, int fd, uint64_t size, int level);
 /* The object of key (an open descriptor's fstat st) found corrupt: removed
  * if its name still points to st's inode, counted; returns -EBADMSG. */
 int object_corrupt_fd(struct l3cache *c, const struct l3cache_key *key, const struct stat *st);
-/* Removes the object at rel when it is still the inode described by st. */
-void object_remove_if_same(struct l3cache *c, const char *rel, const struct stat *st);
+/* Removes the object at rel when it is still the inode described by st
+ * (a read-only handle leaves it): 1 when it was that inode, else 0. */
+int object_remove_if_same(struct l3cache *c, const char *rel, const struct stat *st);
 /* Creates (O_EXCL) rel in fan-out directory sub ("objects/ab"), making or
  * repairing the directory when it is missing. A descriptor or -errno. */
 int object_create(struct l3cache *c, const char *sub, const char *rel, int flags);
@@ -162,7 +165,11 @@ int object_memory_fd(struct l3cache *c, const void *data, size_t size);
 /* ---- verified.c ---- */
 /* 0 when an open object (fd, its fstat st) may be served: per c->verify,
  * checked now or known checked and unchanged and resident; 1 corrupt; -errno. */
-int verified_ready(struct l3cache *c, int fd, const struct stat *st);
+int verified_ready(struct l3cache *c, const struct l3cache_key *key, int fd,
+                   const struct stat *st);
+/* 1 when every page of [off, off+len) of the file (mapped at map, or mapped
+ * for the call when map is NULL; size bytes long) is in the page cache. */
+int pages_resident(int fd, const void *map, uint64_t size, uint64_t off, uint64_t len);
 /* Bytes this process wrote itself (a store, a memory copy): checked. */
 void verified_add(struct l3cache *c, const struct stat *st);
 
@@ -170,6 +177,29 @@ void verified_add(struct l3cache *c, const struct stat *st);
 /* XXH3-64 of [off, size) of an object whose pages are all in memory, on a
  * mapping (SIGBUS-safe): 0, or -ENOTSUP / -errno (then read it instead). */
 int mapped_payload_hash(int fd, uint64_t size, uint64_t off, uint64_t *hash_ret);
+
+/* XXH3-64 of len bytes of a mapping (SIGBUS-safe): 0, or -ENOTSUP / -EIO
+ * (then read them instead). */
+int mapped_hash(const void *p, size_t len, uint64_t *hash_ret);
+
+/* ---- ranges.c ---- */
+#define RANGES_MAX 448 /* chunks; the attribute then fits one 4 KiB block */
+#define RANGES_XATTR_MAX (40 + 8 * RANGES_MAX + 8)
+struct ranges {
+    uint64_t size;
+    unsigned log2;      /* chunk size: 1 << log2 */
+    uint32_t n;         /* chunks */
+    uint64_t sum[RANGES_MAX];
+};
+/* Records the range checksums of data (the object about to get key's name)
+ * on its temp file fd: 0, or -errno (ENOTSUP: a filesystem without user
+ * xattrs; the object is then checked whole). */
+int ranges_store(int fd, const struct l3cache_key *key, const void *data, size_t size);
+/* The valid range checksums of fd (of key, size bytes): 0, -ENODATA when it
+ * has none, -EBADMSG when they are not valid for it, -errno. */
+int ranges_load(int fd, const struct l3cache_key *key, uint64_t size, struct ranges *r);
+/* 1 when fd carries valid range checksums for key and size. */
+int ranges_present(int fd, const struct l3cache_key *key, uint64_t size);
 
 /* ---- claim.c ---- */
 enum claim_result { CLAIM_OWNED, CLAIM_STORED, CLAIM_NONE };

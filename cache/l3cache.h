@@ -65,10 +65,11 @@ struct l3cache_options {
                                       l3cache_gc, statistics flushed at close,
                                       no claim heartbeats */
 /* The caller checks every read it serves from an object descriptor with
- * l3cache_read_ready (a daemon whose reads move pages out of the object's
- * page cache, as splice with SPLICE_F_MOVE does): an open of an object this
- * handle checked and that did not change is then served without looking at
- * its pages, and the pages a read needs are checked at that read. */
+ * l3cache_read_checked (a daemon whose reads move pages out of the object's
+ * page cache, as splice with SPLICE_F_MOVE does): an open of an object with
+ * range checksums checks its header only, one without them that this handle
+ * checked and that did not change is served without looking at its pages,
+ * and the bytes a read needs are checked at that read. */
 #define L3CACHE_READ_CHECKS 0x20u
 /* A directory shared by several users: created 0755, objects and the index
  * 0644, and sources the caller marks private (L3CACHE_GET_PRIVATE) are never
@@ -156,6 +157,20 @@ int l3cache_check_fd(l3cache *cache, const struct l3cache_key *key, int fd);
  * of the whole object, or NULL (mapped for the call). */
 int l3cache_read_ready(l3cache *cache, const struct l3cache_key *key, int fd, const void *map,
                        uint64_t off, uint64_t len);
+
+/* A read of [off, off+len) of an object descriptor checked before it is
+ * served (with L3CACHE_READ_CHECKS). An object stored with range checksums
+ * (docs/CACHE.md) has the chunks that range touches checked, at every read:
+ * returns a count n > 0 when they were read from disk for it, the checked
+ * bytes at *data_ret (n bytes, inside *buf_ret: free() it), or 0 when the
+ * pages were in memory and checked there (serve the range from fd); an
+ * object without them is checked as l3cache_read_ready says (0). -EBADMSG:
+ * corrupt (removed if its name still points to it, counted; serve another
+ * copy); -errno. map: as for l3cache_read_ready, or NULL (then a check on
+ * pages in memory reads them instead). */
+ssize_t l3cache_read_checked(l3cache *cache, const struct l3cache_key *key, int fd,
+                             const void *map, uint64_t off, size_t len, void **buf_ret,
+                             const void **data_ret);
 
 /* Statistics. `instance` counts this handle since open; `total` is cumulative
  * for the directory (all processes, persisted).

@@ -20,14 +20,15 @@
 #define MAX_CHECK_PREFIX ((size_t)64 << 20)
 #define FANOUT_RETRIES 3
 
-void object_remove_if_same(struct l3cache *c, const char *rel, const struct stat *st)
+int object_remove_if_same(struct l3cache *c, const char *rel, const struct stat *st)
 {
-    if (c->readonly)
-        return;
     struct stat now;
-    if (fstatat(c->dirfd, rel, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
-        now.st_ino == st->st_ino && now.st_dev == st->st_dev)
+    if (fstatat(c->dirfd, rel, &now, AT_SYMLINK_NOFOLLOW) != 0 || now.st_ino != st->st_ino ||
+        now.st_dev != st->st_dev)
+        return 0;
+    if (!c->readonly)
         unlinkat(c->dirfd, rel, 0);
+    return 1;
 }
 
 /* The whole object read (not mmap'ed: a file truncated behind our back must
@@ -135,12 +136,12 @@ int object_check(struct l3cache *c, int fd, uint64_t size, int level)
     return check_whole(c, fd, size, level);
 }
 
-/* The object was found corrupt: removed (if its name is still this inode)
- * and counted. */
+/* The object was found corrupt: removed and counted if its name is still
+ * this inode (reads that find it at once count it once). */
 static void object_corrupt(struct l3cache *c, const char *rel, const struct stat *st)
 {
-    object_remove_if_same(c, rel, st);
-    stats_count(c, &c->inst.corrupt_repaired, 1);
+    if (object_remove_if_same(c, rel, st))
+        stats_count(c, &c->inst.corrupt_repaired, 1);
 }
 
 /* last use for LRU eviction: the atime, refreshed at most every
@@ -179,7 +180,7 @@ int object_open(struct l3cache *c, const struct l3cache_key *key, int *fd_ret,
      * checksummed header; a size that differs from the index's is then an
      * index entry that is out of date (two builds of one format version
      * whose encoders differ), not a corrupt object: the caller fixes it. */
-    int bad = verified_ready(c, fd, &st);
+    int bad = verified_ready(c, key, fd, &st);
     if (bad) {
         close(fd);
         if (bad < 0)
@@ -208,7 +209,7 @@ int l3cache_check_fd(l3cache *c, const struct l3cache_key *key, int fd)
     struct stat st;
     if (fstat(fd, &st) != 0)
         return -errno;
-    int bad = verified_ready(c, fd, &st);
+    int bad = verified_ready(c, key, fd, &st);
     return bad <= 0 ? bad : object_corrupt_fd(c, key, &st);
 }
 
@@ -279,8 +280,8 @@ static int publish(struct l3cache *c, const char *tmprel, const char *rel, int *
 }
 
 /* One attempt of object_store. */
-static int store_once(struct l3cache *c, const char *sub, const char *rel, const void *data,
-                      size_t size, int *created_ret)
+static int store_once(struct l3cache *c, const struct l3cache_key *key, const char *sub,
+                      const char *rel, const void *data, size_t size, int *created_ret)
 {
     char tmpname[160], tmprel[192];
     int r = l3cache_temp_name(tmpname, sizeof(tmpname));
@@ -292,6 +293,8 @@ static int store_once(struct l3cache *c, const char *sub, const char *rel, const
     if (fd < 0)
         return fd;
     r = l3cache_write_all(fd, data, size);
+    if (r == 0)
+        ranges_store(fd, key, data, size); /* none (ENOTSUP): checked whole */
     if (r == 0 && c->opts.fsync_policy >= L3CACHE_FSYNC_OBJECT && fsync(fd) != 0)
         r = -errno;
     struct stat tmp;
@@ -327,7 +330,7 @@ int object_store(struct l3cache *c, const struct l3cache_key *key, const void *d
      * network filesystem) is written again from the start. */
     int r;
     for (int i = 0;; i++) {
-        r = store_once(c, sub, rel, data, size, created_ret);
+        r = store_once(c, key, sub, rel, data, size, created_ret);
         if ((r != -ENOENT && r != -ESTALE) || i == FANOUT_RETRIES)
             return r;
     }

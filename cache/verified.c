@@ -1,13 +1,16 @@
-/* verified.c — what must be checked before an object's bytes are handed out.
+/* verified.c — what must be checked before the bytes of an object without
+ * range checksums (ranges.c) are handed out, and what an open checks.
  *
- * An object's payload checksum is checked (the whole object read, XXH3 of
- * the payload against the checksummed header) when this handle has not
+ * Such an object's payload checksum is checked (the whole object read, XXH3
+ * of the payload against the checksummed header) when this handle has not
  * checked it before, when its identity (dev, ino, size, mtime, ctime) changed
  * since, or when any of its pages has left the page cache since (mincore):
  * the bytes a reader gets then come from the disk again and may have rotted
  * there. Otherwise the pages in memory are the ones that were checked, and
  * nothing is read. Identities checked are kept in a direct-mapped table; one
- * pushed out by another is simply checked again.
+ * pushed out by another is simply checked again. An object with range
+ * checksums read with L3CACHE_READ_CHECKS has its header checked at open and
+ * each read checked on its chunks (ranges.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -54,9 +57,7 @@ static int verified_has(struct l3cache *c, const struct stat *st)
     return r;
 }
 
-/* 1 when every page of [off, off+len) of the file (mapped at map, or
- * mapped here when map is NULL) is in the page cache. */
-static int resident(int fd, const void *map, uint64_t size, uint64_t off, uint64_t len)
+int pages_resident(int fd, const void *map, uint64_t size, uint64_t off, uint64_t len)
 {
     if (off >= size || len == 0)
         return 1;
@@ -97,14 +98,22 @@ static int check_now(struct l3cache *c, int fd, const struct stat *st)
     return 0;
 }
 
-int verified_ready(struct l3cache *c, int fd, const struct stat *st)
+int verified_ready(struct l3cache *c, const struct l3cache_key *key, int fd,
+                   const struct stat *st)
 {
     uint64_t size = (uint64_t)st->st_size;
     if (c->verify == VERIFY_TRUST)
         return object_check(c, fd, size, L3CACHE_CHECK_HEADER);
-    /* with read checks, the pages are looked at when a read needs them */
+    /* with read checks, the pages are looked at when a read needs them: on
+     * the chunks it touches where the object has range checksums */
+    if (c->verify == VERIFY_AUTO && c->read_checks) {
+        if (verified_has(c, st))
+            return 0;
+        if (ranges_present(fd, key, size)) /* each read checks its chunks */
+            return object_check(c, fd, size, L3CACHE_CHECK_HEADER);
+    }
     if (c->verify == VERIFY_AUTO && verified_has(c, st) &&
-        (c->read_checks || resident(fd, NULL, size, 0, size)))
+        pages_resident(fd, NULL, size, 0, size))
         return 0;
     return check_now(c, fd, st);
 }
@@ -119,7 +128,7 @@ int l3cache_read_ready(l3cache *c, const struct l3cache_key *key, int fd, const 
     struct stat st;
     if (fstat(fd, &st) != 0)
         return -errno;
-    if (verified_has(c, &st) && resident(fd, map, (uint64_t)st.st_size, off, len))
+    if (verified_has(c, &st) && pages_resident(fd, map, (uint64_t)st.st_size, off, len))
         return 0;
     int r = check_now(c, fd, &st);
     if (r <= 0)

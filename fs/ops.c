@@ -72,31 +72,45 @@ static void fh_put(struct fh *h)
     free(h);
 }
 
-/* Before a read of a .l3: the pages it needs were checked since they left the
- * disk (l3cache_read_ready); a corrupt object (-EBADMSG), or one whose
+/* Before a read of a .l3: the bytes it serves are checked since they left
+ * the disk (l3cache_read_checked); a corrupt object (-EBADMSG), or one whose
  * descriptor fails (ENOENT, ESTALE: on a network filesystem another host
  * removed it before this host's open reached the server, as GlusterFS's
- * deferred opens allow), is replaced by a correct copy for this handle. The
- * descriptor to read from, or -EIO. */
-static int fh_read_fd(struct l3fs_daemon *d, struct fh *h, off_t off, size_t size)
+ * deferred opens allow), is replaced by a correct copy for this handle, whose
+ * bytes are checked in turn. The descriptor to splice from (*n_ret 0), or
+ * the checked bytes (*n_ret of them at *data_ret, inside *buf_ret, which the
+ * caller frees), or -EIO. */
+static int fh_read(struct l3fs_daemon *d, struct fh *h, off_t off, size_t size, void **buf_ret,
+                   const void **data_ret, ssize_t *n_ret)
 {
-    int fd = __atomic_load_n(&h->fd, __ATOMIC_ACQUIRE);
-    void *map = __atomic_load_n(&h->map, __ATOMIC_ACQUIRE);
-    int r = l3cache_read_ready(d->cache, &h->key, fd, map, (uint64_t)off, size);
-    if (r == 0)
-        return fd;
-    pthread_mutex_lock(&h->lock);
-    int nfd = -1;
-    if (__atomic_load_n(&h->fd, __ATOMIC_ACQUIRE) != fd) {
-        nfd = h->fd; /* another read repaired it meanwhile */
-    } else if (h->nold < 4 && l3_reopen(d, h->node, &h->key, h->size, r == -EBADMSG, &nfd) == 0) {
-        h->old_fd[h->nold] = fd;
-        h->old_map[h->nold++] = map;
-        __atomic_store_n(&h->map, map_object(nfd, h->size), __ATOMIC_RELEASE);
-        __atomic_store_n(&h->fd, nfd, __ATOMIC_RELEASE);
+    for (int attempt = 0;; attempt++) {
+        int fd = __atomic_load_n(&h->fd, __ATOMIC_ACQUIRE);
+        void *map = __atomic_load_n(&h->map, __ATOMIC_ACQUIRE);
+        ssize_t r = l3cache_read_checked(d->cache, &h->key, fd, map, (uint64_t)off, size,
+                                         buf_ret, data_ret);
+        if (r >= 0) {
+            *n_ret = r;
+            return fd;
+        }
+        if (attempt == 2)
+            return -EIO;
+        pthread_mutex_lock(&h->lock);
+        int ok = 1, nfd = -1;
+        if (__atomic_load_n(&h->fd, __ATOMIC_ACQUIRE) != fd) {
+            /* another read repaired it meanwhile */
+        } else if (h->nold < 4 &&
+                   l3_reopen(d, h->node, &h->key, h->size, r == -EBADMSG, &nfd) == 0) {
+            h->old_fd[h->nold] = fd;
+            h->old_map[h->nold++] = map;
+            __atomic_store_n(&h->map, map_object(nfd, h->size), __ATOMIC_RELEASE);
+            __atomic_store_n(&h->fd, nfd, __ATOMIC_RELEASE);
+        } else {
+            ok = 0;
+        }
+        pthread_mutex_unlock(&h->lock);
+        if (!ok)
+            return -EIO;
     }
-    pthread_mutex_unlock(&h->lock);
-    return nfd >= 0 ? nfd : -EIO;
 }
 
 /* -------------------------------------------------------------- lookup */
@@ -361,13 +375,21 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     }
     int fd = h->fd;
     if (h->kind == NK_L3) {
-        if ((fd = fh_read_fd(d, h, off, size)) < 0) {
+        void *checked = NULL;
+        const void *data = NULL;
+        ssize_t n = 0;
+        if ((fd = fh_read(d, h, off, size, &checked, &data, &n)) < 0) {
             fuse_reply_err(req, -fd);
             return;
         }
         if ((uint64_t)off < h->size) {
             uint64_t k = h->size - (uint64_t)off;
             COUNT(d, bytes_served, k < size ? k : size);
+        }
+        if (n > 0) { /* read from disk for this reply and checked: these bytes */
+            fuse_reply_buf(req, data, (size_t)n);
+            free(checked);
+            return;
         }
     } else {
         COUNT(d, passthrough_bytes, size); /* upper bound; the file may be shorter */

@@ -1,0 +1,216 @@
+/* ranges.c — range checksums: an object's bytes cut into chunks (64 KiB, or
+ * a larger power of two for objects of more than RANGES_MAX chunks), the
+ * XXH3-64 of each recorded when the object is stored, in an extended
+ * attribute of the object file (docs/CACHE.md, "Range checksums"). A read is
+ * then checked on the chunks it touches alone: its bytes come from the disk
+ * once, and a read does not wait for the whole object to be read and hashed.
+ *
+ * The attribute `user.l3cache.ranges`, little-endian, fixed-width fields:
+ *
+ *   0  u32     magic "L3CR"          16  u8[16] the object's key
+ *   4  u8      version (1)           32  u32    chunks
+ *   5  u8      log2 of the chunk     36  u32    0
+ *   6  u16     0                     40  u64[chunks] XXH3-64 of each chunk
+ *   8  u64     object size           then u64 XXH3-64 of all the bytes before
+ *
+ * It belongs to the inode it was written on (set on the temp file before the
+ * object gets its name) and is trusted only when its own checksum, the key
+ * and the size agree. An object without a valid one (stored by an earlier
+ * version, copied without extended attributes, on a filesystem without user
+ * xattrs) is checked whole instead (verified.c).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+#include <xxh_x86dispatch.h>
+
+#include "handle.h"
+
+#define RANGES_XATTR "user.l3cache.ranges"
+#define RANGES_MAGIC 0x5243334cu /* bytes "L3CR" read as little-endian */
+#define RANGES_VERSION 1
+#define RANGES_HEAD 40
+#define RANGES_MIN_LOG2 16 /* 64 KiB */
+#define RANGES_MAX_LOG2 40
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t get32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* The chunk size (log2) of an object of size bytes. */
+static unsigned chunk_log2(uint64_t size)
+{
+    unsigned l = RANGES_MIN_LOG2;
+    while (l < RANGES_MAX_LOG2 && ((size + ((uint64_t)1 << l) - 1) >> l) > RANGES_MAX)
+        l++;
+    return l;
+}
+
+int ranges_store(int fd, const struct l3cache_key *key, const void *data, size_t size)
+{
+    unsigned l = chunk_log2(size);
+    uint64_t chunk = (uint64_t)1 << l;
+    uint32_t n = (uint32_t)((size + chunk - 1) >> l);
+    if (n > RANGES_MAX)
+        return -EFBIG;
+    uint8_t buf[RANGES_XATTR_MAX];
+    memset(buf, 0, RANGES_HEAD);
+    put32(buf, RANGES_MAGIC);
+    buf[4] = RANGES_VERSION;
+    buf[5] = (uint8_t)l;
+    put64(buf + 8, size);
+    memcpy(buf + 16, key->bytes, 16);
+    put32(buf + 32, n);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t o = (uint64_t)i << l, len = size - o < chunk ? size - o : chunk;
+        put64(buf + RANGES_HEAD + 8 * i, XXH3_64bits((const uint8_t *)data + o, (size_t)len));
+    }
+    size_t body = RANGES_HEAD + 8 * (size_t)n;
+    put64(buf + body, XXH3_64bits(buf, body));
+    return fsetxattr(fd, RANGES_XATTR, buf, body + 8, 0) == 0 ? 0 : -errno;
+}
+
+int ranges_load(int fd, const struct l3cache_key *key, uint64_t size, struct ranges *r)
+{
+    uint8_t buf[RANGES_XATTR_MAX];
+    ssize_t got = fgetxattr(fd, RANGES_XATTR, buf, sizeof buf);
+    if (got < 0)
+        return errno == ERANGE ? -EBADMSG : -errno; /* ENODATA: none (ENOTSUP: none possible) */
+    if (got < RANGES_HEAD + 8 || get32(buf) != RANGES_MAGIC || buf[4] != RANGES_VERSION)
+        return -EBADMSG;
+    size_t body = (size_t)got - 8;
+    uint32_t n = get32(buf + 32);
+    unsigned l = buf[5];
+    if (n > RANGES_MAX || body != RANGES_HEAD + 8 * (size_t)n ||
+        get64(buf + body) != XXH3_64bits(buf, body))
+        return -EBADMSG;
+    if (get64(buf + 8) != size || memcmp(buf + 16, key->bytes, 16) != 0 || l != chunk_log2(size) ||
+        n != (uint32_t)((size + ((uint64_t)1 << l) - 1) >> l))
+        return -EBADMSG; /* not this object's */
+    r->size = size;
+    r->log2 = l;
+    r->n = n;
+    for (uint32_t i = 0; i < n; i++)
+        r->sum[i] = get64(buf + RANGES_HEAD + 8 * i);
+    return 0;
+}
+
+/* Chunks i0..i1 of [buf, ...) (the bytes of object offset i0 << log2 on)
+ * against their checksums: 1 when all match. */
+static int chunks_match(const struct ranges *r, const uint8_t *buf, uint32_t i0, uint32_t i1)
+{
+    uint64_t chunk = (uint64_t)1 << r->log2, base = (uint64_t)i0 << r->log2;
+    for (uint32_t i = i0; i <= i1; i++) {
+        uint64_t o = (uint64_t)i << r->log2, len = r->size - o < chunk ? r->size - o : chunk;
+        if (XXH3_64bits(buf + (o - base), (size_t)len) != r->sum[i])
+            return 0;
+    }
+    return 1;
+}
+
+/* The same, hashed on the caller's mapping (SIGBUS-safe): 1 match, 0 not,
+ * -1 the mapping failed (read them instead). */
+static int chunks_match_mapped(const struct ranges *r, const uint8_t *map, uint32_t i0,
+                               uint32_t i1)
+{
+    uint64_t chunk = (uint64_t)1 << r->log2;
+    for (uint32_t i = i0; i <= i1; i++) {
+        uint64_t o = (uint64_t)i << r->log2, len = r->size - o < chunk ? r->size - o : chunk, h;
+        if (mapped_hash(map + o, (size_t)len, &h) != 0)
+            return -1;
+        if (h != r->sum[i])
+            return 0;
+    }
+    return 1;
+}
+
+ssize_t l3cache_read_checked(l3cache *c, const struct l3cache_key *key, int fd, const void *map,
+                             uint64_t off, size_t len, void **buf_ret, const void **data_ret)
+{
+    if (!c || !key || fd < 0 || !buf_ret || !data_ret)
+        return -EINVAL;
+    *buf_ret = NULL;
+    *data_ret = NULL;
+    if (c->verify != VERIFY_AUTO)
+        return 0; /* TRUST: never; ALWAYS: at every open */
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return -errno;
+    uint64_t size = (uint64_t)st.st_size;
+    struct ranges *r = malloc(sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    if (ranges_load(fd, key, size, r) != 0) { /* checked whole */
+        free(r);
+        return l3cache_read_ready(c, key, fd, map, off, len);
+    }
+    ssize_t ret = 0;
+    if (off >= size || len == 0)
+        goto out;
+    uint64_t end = size - off < len ? size : off + len;
+    uint32_t i0 = (uint32_t)(off >> r->log2), i1 = (uint32_t)((end - 1) >> r->log2);
+    uint64_t c0 = (uint64_t)i0 << r->log2, c1 = ((uint64_t)i1 + 1) << r->log2;
+    if (c1 > size)
+        c1 = size;
+    /* in memory: hashed where the pages are, then served from them */
+    int m = -1;
+    if (map && pages_resident(fd, map, size, c0, c1 - c0))
+        m = chunks_match_mapped(r, map, i0, i1);
+    if (m == 1)
+        goto out;
+    /* else read once into a buffer that is checked and then served */
+    uint8_t *buf = m == 0 ? NULL : malloc((size_t)(c1 - c0));
+    if (m != 0 && !buf) {
+        ret = -ENOMEM;
+        goto out;
+    }
+    ssize_t n = m == 0 ? 0 : l3cache_pread_full(fd, buf, (size_t)(c1 - c0), c0);
+    if (n < 0) {
+        ret = n;
+    } else if (m == 0 || (uint64_t)n != c1 - c0 || !chunks_match(r, buf, i0, i1)) {
+        ret = object_corrupt_fd(c, key, &st);
+    } else {
+        *buf_ret = buf;
+        *data_ret = buf + (off - c0);
+        buf = NULL;
+        ret = (ssize_t)(end - off);
+    }
+    free(buf);
+out:
+    free(r);
+    return ret;
+}
+
+int ranges_present(int fd, const struct l3cache_key *key, uint64_t size)
+{
+    struct ranges *r = malloc(sizeof *r);
+    int ok = r && ranges_load(fd, key, size, r) == 0;
+    free(r);
+    return ok;
+}

@@ -1,0 +1,296 @@
+/* Range checksums (cache/ranges.c, docs/CACHE.md "Range checksums"): every
+ * stored object carries them; a checked read looks at the chunks it touches
+ * and nothing else, catches rot in them whether the pages are in memory or
+ * read from disk, counts a corrupt object once; an object without valid ones
+ * (an earlier version's, another object's, a damaged attribute) is checked
+ * whole instead. */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "handle.h" /* ranges_store / ranges_load, RANGES_MAX */
+#include "helpers.h"
+
+#define XATTR "user.l3cache.ranges"
+#define CHUNK 65536
+
+static char root[256], srcdir[300], cachedir[300];
+static struct fake_codec fc;
+
+static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+static void setup(void)
+{
+    snprintf(root, sizeof root, "/tmp/l3cache-ranges-XXXXXX");
+    cr_assert_not_null(mkdtemp(root));
+    snprintf(srcdir, sizeof srcdir, "%s/src", root);
+    snprintf(cachedir, sizeof cachedir, "%s/cache", root);
+    cr_assert_eq(mkdir(srcdir, 0755), 0);
+}
+
+static void teardown(void)
+{
+    nftw(root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+TestSuite(ranges, .init = setup, .fini = teardown, .timeout = 120);
+
+static l3cache *open_cache(void)
+{
+    struct l3cache_internal in;
+    fake_internal(&in, &fc);
+    struct l3cache_options o = {.dir = cachedir, .fsync_policy = L3CACHE_FSYNC_OBJECT,
+                                .flags = L3CACHE_READ_CHECKS};
+    l3cache *c = NULL;
+    int r = l3cache_open_internal(&o, &in, &c);
+    cr_assert_eq(r, 0, "open: %s", strerror(-r));
+    return c;
+}
+
+static uint64_t counter(l3cache *c, size_t offset)
+{
+    struct l3cache_stats s;
+    cr_assert_eq(l3cache_get_stats(c, &s), 0);
+    return *(const uint64_t *)((const char *)&s.instance + offset);
+}
+#define COUNTER(c, name) counter(c, offsetof(struct l3cache_counters, name))
+
+/* A noisy PNG src/NAME (about 3 * w * h bytes, so that many chunks), got
+ * through the cache: the object (fd open), its path and expected bytes. */
+struct obj {
+    struct l3cache_object o;
+    char path[512];
+    uint8_t *want;
+    size_t size;
+};
+
+static void get_obj(l3cache *c, const char *name, unsigned w, unsigned h, struct obj *ob)
+{
+    char src[512];
+    snprintf(src, sizeof src, "%s/%s", srcdir, name);
+    if (access(src, F_OK) != 0)
+        cr_assert_eq(write_png(src, w, h, 7 + w, 1), 0);
+    int fd = open(src, O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(fd, 0);
+    int r = get_fd(c, fd, &ob->o, NULL);
+    close(fd);
+    cr_assert_eq(r, 0, "get %s: %s", name, strerror(-r));
+    char rel[64];
+    l3cache_object_relpath(&ob->o.key, rel);
+    snprintf(ob->path, sizeof ob->path, "%s/%s", cachedir, rel);
+    cr_assert_eq(fake_expected(src, &ob->want, &ob->size), 0);
+    cr_assert_eq(ob->o.size, ob->size);
+}
+
+static void put_obj(struct obj *ob)
+{
+    close(ob->o.fd);
+    free(ob->want);
+}
+
+static void flip_byte(const char *path, off_t off)
+{
+    int fd = open(path, O_RDWR);
+    cr_assert_geq(fd, 0);
+    uint8_t b;
+    cr_assert_eq(pread(fd, &b, 1, off), 1);
+    b ^= 0x10;
+    cr_assert_eq(pwrite(fd, &b, 1, off), 1);
+    cr_assert_eq(fdatasync(fd), 0);
+    close(fd);
+}
+
+static void drop_pages(int fd)
+{
+    cr_assert_eq(fdatasync(fd), 0);
+    cr_assert_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+}
+
+/* A checked read of [off, off+len) that must succeed: the bytes it serves
+ * (from its buffer, or from the descriptor when it says so) equal want.
+ * Returns what l3cache_read_checked returned. */
+static ssize_t read_ok(l3cache *c, const struct obj *ob, const void *map, uint64_t off,
+                       size_t len)
+{
+    void *buf;
+    const void *data;
+    ssize_t n = l3cache_read_checked(c, &ob->o.key, ob->o.fd, map, off, len, &buf, &data);
+    cr_assert_geq(n, 0, "read at %llu: %s", (unsigned long long)off, strerror((int)-n));
+    size_t expect = off >= ob->size ? 0 : ob->size - off < len ? ob->size - off : len;
+    uint8_t *got = malloc(len + 1);
+    if (n > 0) {
+        cr_assert_eq((size_t)n, expect);
+        memcpy(got, data, (size_t)n);
+        free(buf);
+    } else {
+        cr_assert_null(buf);
+        cr_assert_eq(pread(ob->o.fd, got, len, (off_t)off), (ssize_t)expect);
+    }
+    cr_assert_eq(memcmp(got, ob->want + off, expect), 0, "bytes at %llu",
+                 (unsigned long long)off);
+    free(got);
+    return n;
+}
+
+Test(ranges, stored_objects_carry_them_and_reads_check_their_chunks)
+{
+    l3cache *c = open_cache();
+    struct obj ob;
+    get_obj(c, "b.png", 300, 300, &ob); /* ~270 KB: 5 chunks */
+    cr_assert_gt(ob.size, 4 * CHUNK);
+    ssize_t xs = getxattr(ob.path, XATTR, NULL, 0);
+    cr_assert_eq(xs, 40 + 8 * 5 + 8, "5 chunk sums stored (%zd bytes)", xs);
+    void *map = mmap(NULL, ob.size, PROT_READ, MAP_SHARED, ob.o.fd, 0);
+    cr_assert_neq(map, MAP_FAILED);
+    /* from disk: read once into the buffer that is served */
+    drop_pages(ob.o.fd);
+    cr_assert_gt(read_ok(c, &ob, map, 0, 131072), 0, "read from disk: served from the buffer");
+    cr_assert_gt(read_ok(c, &ob, NULL, CHUNK + 5, 1000), 0);
+    /* in memory: checked on the pages, served from the descriptor */
+    cr_assert_eq(read_ok(c, &ob, map, 0, 131072), 0, "in memory: served from the pages");
+    cr_assert_eq(read_ok(c, &ob, map, ob.size, 4096), 0, "at the end: nothing");
+    read_ok(c, &ob, map, ob.size - 10, 4096); /* the short last chunk */
+    cr_assert_eq(COUNTER(c, verified), 0, "no object was checked whole");
+    /* rot in chunk 3 (all pages in memory): reads elsewhere still served,
+     * a read of it never */
+    uint8_t *all;
+    cr_assert_eq(read_fd(ob.o.fd, &all), (long)ob.size);
+    free(all);
+    flip_byte(ob.path, 3 * CHUNK + 100);
+    read_ok(c, &ob, map, 0, 131072);
+    read_ok(c, &ob, map, 4 * CHUNK, 4096);
+    void *buf;
+    const void *data;
+    cr_assert_eq(l3cache_read_checked(c, &ob.o.key, ob.o.fd, map, 3 * CHUNK + 4000, 100, &buf,
+                                      &data), -EBADMSG, "rot in memory caught");
+    cr_assert_null(buf);
+    struct stat st;
+    cr_assert_neq(stat(ob.path, &st), 0, "the corrupt object was removed");
+    cr_assert_eq(COUNTER(c, corrupt_repaired), 1);
+    /* another read finding the same object: corrupt, counted once */
+    drop_pages(ob.o.fd);
+    cr_assert_eq(l3cache_read_checked(c, &ob.o.key, ob.o.fd, map, 2 * CHUNK, 2 * CHUNK, &buf,
+                                      &data), -EBADMSG, "rot read from disk caught");
+    cr_assert_eq(COUNTER(c, corrupt_repaired), 1, "one object, counted once");
+    munmap(map, ob.size);
+    put_obj(&ob);
+    /* the next get encodes it again, with its range checksums */
+    get_obj(c, "b.png", 300, 300, &ob);
+    cr_assert_eq(ob.o.hit, 0);
+    cr_assert_eq(getxattr(ob.path, XATTR, NULL, 0), xs);
+    read_ok(c, &ob, NULL, 0, ob.size);
+    put_obj(&ob);
+    l3cache_close(c);
+}
+
+/* An object without range checksums (an earlier version's), with another
+ * object's, or with damaged ones is checked whole at open and its reads as
+ * l3cache_read_ready says; rot in it is caught all the same. */
+Test(ranges, objects_without_valid_ones_are_checked_whole)
+{
+    l3cache *c = open_cache();
+    struct obj a, b;
+    get_obj(c, "a.png", 300, 300, &a);
+    get_obj(c, "b.png", 250, 250, &b);
+    uint8_t xa[RANGES_XATTR_MAX], xb[RANGES_XATTR_MAX];
+    ssize_t na = getxattr(a.path, XATTR, xa, sizeof xa), nb = getxattr(b.path, XATTR, xb, sizeof xb);
+    cr_assert_gt(na, 0);
+    cr_assert_gt(nb, 0);
+    put_obj(&a);
+    put_obj(&b);
+    l3cache_close(c);
+    /* a: none; b: a's (another key and size) */
+    cr_assert_eq(removexattr(a.path, XATTR), 0);
+    cr_assert_eq(setxattr(b.path, XATTR, xa, (size_t)na, 0), 0);
+    c = open_cache();
+    get_obj(c, "a.png", 300, 300, &a);
+    get_obj(c, "b.png", 250, 250, &b);
+    cr_assert_eq(a.o.hit + b.o.hit, 2);
+    cr_assert_eq(COUNTER(c, verified), 2, "both checked whole at open");
+    cr_assert_eq(read_ok(c, &a, NULL, CHUNK, 1000), 0, "then served as checked");
+    put_obj(&b);
+    /* b's own, damaged (one byte of a chunk sum): not trusted either */
+    xb[40] ^= 1;
+    cr_assert_eq(setxattr(b.path, XATTR, xb, (size_t)nb, 0), 0);
+    get_obj(c, "b.png", 250, 250, &b);
+    cr_assert_eq(COUNTER(c, verified), 3, "damaged: checked whole");
+    put_obj(&b);
+    /* rot in the one without: caught by the whole check of a new handle */
+    put_obj(&a);
+    l3cache_close(c);
+    flip_byte(a.path, 2 * CHUNK + 9);
+    c = open_cache();
+    get_obj(c, "a.png", 300, 300, &a);
+    cr_assert_eq(a.o.hit, 0, "encoded again");
+    cr_assert_eq(a.o.repaired, 1);
+    cr_assert_eq(COUNTER(c, corrupt_repaired), 1);
+    cr_assert_gt(getxattr(a.path, XATTR, NULL, 0), 0, "stored again with range checksums");
+    read_ok(c, &a, NULL, 0, a.size);
+    put_obj(&a);
+    l3cache_close(c);
+}
+
+/* Large objects get larger chunks, so the attribute stays within one 4 KiB
+ * block (what ext4 holds); the sums describe exactly the bytes stored. */
+Test(ranges, chunk_size_grows_with_the_object)
+{
+    struct {
+        size_t size;
+        unsigned log2;
+        uint32_t n;
+    } cases[] = {{1, 16, 1}, {CHUNK, 16, 1}, {CHUNK + 1, 16, 2},
+                 {(size_t)RANGES_MAX * CHUNK, 16, RANGES_MAX},
+                 {(size_t)RANGES_MAX * CHUNK + 1, 17, (RANGES_MAX + 2) / 2},
+                 {(size_t)100 << 20, 18, 400}};
+    char path[400];
+    snprintf(path, sizeof path, "%s/obj", root);
+    struct l3cache_key key, other;
+    memset(&key, 0xa5, sizeof key);
+    memset(&other, 0x5a, sizeof other);
+    size_t max = (size_t)100 << 20;
+    uint8_t *data = malloc(max);
+    cr_assert_not_null(data);
+    for (size_t i = 0; i < max; i++)
+        data[i] = (uint8_t)(i * 2654435761u >> 13);
+    struct ranges *r = malloc(sizeof *r);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        cr_assert_geq(fd, 0);
+        cr_assert_eq(ranges_store(fd, &key, data, cases[k].size), 0);
+        cr_assert_leq(fgetxattr(fd, XATTR, NULL, 0), RANGES_XATTR_MAX);
+        cr_assert_eq(ranges_load(fd, &key, cases[k].size, r), 0);
+        cr_assert_eq(r->log2, cases[k].log2, "size %zu: chunk 2^%u", cases[k].size, r->log2);
+        cr_assert_eq(r->n, cases[k].n);
+        uint64_t chunk = (uint64_t)1 << r->log2;
+        for (uint32_t i = 0; i < r->n; i++) {
+            uint64_t o = (uint64_t)i * chunk, len = cases[k].size - o < chunk ? cases[k].size - o : chunk;
+            cr_assert_eq(r->sum[i], XXH3_64bits(data + o, (size_t)len));
+        }
+        cr_assert_eq(ranges_load(fd, &other, cases[k].size, r), -EBADMSG, "another key's");
+        cr_assert_eq(ranges_load(fd, &key, cases[k].size + 1, r), -EBADMSG, "another size");
+        close(fd);
+    }
+    unlink(path); /* a truncation keeps the attribute: a new file has none */
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    cr_assert_eq(ranges_load(fd, &key, 1, r), -ENODATA, "none");
+    close(fd);
+    free(r);
+    free(data);
+}
