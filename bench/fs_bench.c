@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -44,6 +45,19 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+static double tv_s(const struct timeval *tv)
+{
+    return (double)tv->tv_sec + (double)tv->tv_usec / 1e6;
+}
+
+/* CPU seconds (user + system) this process used so far. */
+static double self_cpu(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return tv_s(&ru.ru_utime) + tv_s(&ru.ru_stime);
+}
+
 static void die(const char *fmt, ...)
 {
     va_list ap;
@@ -57,6 +71,7 @@ static void die(const char *fmt, ...)
 
 static pid_t daemon_pid = -1;
 static char mounted_at[PATH_MAX];
+static double daemon_cpu; /* CPU seconds (user + system) of the last daemon unmounted */
 
 static const char *fsync_policy = "object";
 static const char *extra_opt = NULL; /* one more l3fs option, or NULL */
@@ -92,7 +107,9 @@ static void do_umount(void)
         return;
     tc_sh("fusermount3 -u '%s'", mounted_at);
     int ws;
-    waitpid(daemon_pid, &ws, 0);
+    struct rusage ru;
+    if (wait4(daemon_pid, &ws, 0, &ru) == daemon_pid)
+        daemon_cpu = tv_s(&ru.ru_utime) + tv_s(&ru.ru_stime);
     daemon_pid = -1;
 }
 
@@ -445,15 +462,27 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The median of n values (sorted in place). */
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_d);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 static void part_verify(const char *src, const char *mnt, const char *cache, int reps)
 {
     struct list l3s = {0}, objs = {0};
     encode_all(src, mnt, cache, &l3s, &objs);
     enum { FRESH, AGAIN, COLD, EMPTY, NCOND };
-    double *t[NCOND][2];
+    /* t: wall seconds of the reads; cpu: CPU seconds of the reader and the
+     * daemon (whose whole life is counted: its mount, the reads, unmount;
+     * FRESH's daemon also served AGAIN, which it hardly sees) */
+    double *t[NCOND][2], *cpu[NCOND][2];
     for (int i = 0; i < NCOND; i++)
-        for (int v = 0; v < 2; v++)
+        for (int v = 0; v < 2; v++) {
             t[i][v] = calloc((size_t)reps, sizeof(double));
+            cpu[i][v] = calloc((size_t)reps, sizeof(double));
+        }
     char ecache[1200];
     snprintf(ecache, sizeof ecache, "%s-empty", cache);
     long long bytes = 0;
@@ -463,54 +492,71 @@ static void part_verify(const char *src, const char *mnt, const char *cache, int
             extra_opt = v ? "--no-verify" : NULL;
             read_list(&objs); /* objects in RAM */
             do_mount(src, mnt, cache);
-            double t0 = now();
+            double c0 = self_cpu(), t0 = now();
             bytes = read_list(&l3s);
             t[FRESH][v][r] = now() - t0;
+            cpu[FRESH][v][r] = self_cpu() - c0;
+            c0 = self_cpu();
             t0 = now();
             read_list(&l3s);
             t[AGAIN][v][r] = now() - t0;
+            cpu[AGAIN][v][r] = self_cpu() - c0;
             do_umount();
+            cpu[FRESH][v][r] += daemon_cpu;
             evict_list(&objs); /* objects not in RAM */
             do_mount(src, mnt, cache);
+            c0 = self_cpu();
             t0 = now();
             read_list(&l3s);
             t[COLD][v][r] = now() - t0;
+            cpu[COLD][v][r] = self_cpu() - c0;
             do_umount();
+            cpu[COLD][v][r] += daemon_cpu;
             /* an empty cache: every first read encodes, stores and serves */
             tc_sh("rm -rf '%s'", ecache);
             do_mount(src, mnt, ecache);
+            c0 = self_cpu();
             t0 = now();
             if (read_list(&l3s) != bytes)
                 die("the empty cache served other sizes");
             t[EMPTY][v][r] = now() - t0;
+            cpu[EMPTY][v][r] = self_cpu() - c0;
             do_umount();
+            cpu[EMPTY][v][r] += daemon_cpu;
         }
     }
     tc_sh("rm -rf '%s'", ecache);
     extra_opt = NULL;
     printf("\n4. verification before serving: %zu cached .l3 files, %.1f MB, default vs "
            "--no-verify, %d alternating pairs\n", l3s.n, bytes / 1e6, reps);
-    printf("   %-48s %17s %14s %14s\n", "", "best MB/s", "best ratio", "median ratio");
-    const char *what[NCOND] = {"objects in RAM, fresh mount (each checked once)",
-                               "objects in RAM, second read (nothing checked)",
+    printf("   %-48s %17s %11s %11s %11s\n", "", "best MB/s", "best", "median",
+           "CPU median");
+    const char *what[NCOND] = {"objects in RAM, fresh mount",
+                               "objects in RAM, second read (kernel cache)",
                                "objects not in RAM, fresh mount",
                                "empty cache, fresh mount (every file encoded)"};
     double *ratio = calloc((size_t)reps, sizeof(double));
+    double *cratio = calloc((size_t)reps, sizeof(double));
     for (int i = 0; i < NCOND; i++) {
         double best[2] = {1e9, 1e9};
         for (int r = 0; r < reps; r++) {
             for (int v = 0; v < 2; v++)
                 best[v] = min_d(best[v], t[i][v][r]);
             ratio[r] = t[i][0][r] / t[i][1][r];
+            cratio[r] = cpu[i][1][r] > 0 ? cpu[i][0][r] / cpu[i][1][r] : 0;
         }
-        qsort(ratio, (size_t)reps, sizeof(double), cmp_d);
-        double med = reps % 2 ? ratio[reps / 2] : (ratio[reps / 2 - 1] + ratio[reps / 2]) / 2;
-        printf("   %-48s %7.1f vs %7.1f %13.3fx %13.3fx  (time, default / --no-verify)\n",
-               what[i], bytes / 1e6 / best[0], bytes / 1e6 / best[1], best[0] / best[1], med);
-        for (int v = 0; v < 2; v++)
+        printf("   %-48s %7.1f vs %7.1f %10.3fx %10.3fx %10.3fx\n", what[i], bytes / 1e6 / best[0],
+               bytes / 1e6 / best[1], best[0] / best[1], median(ratio, reps),
+               median(cratio, reps));
+        for (int v = 0; v < 2; v++) {
             free(t[i][v]);
+            free(cpu[i][v]);
+        }
     }
+    printf("   (ratios: default / --no-verify, of wall time and of CPU time: the reader's "
+           "and the daemon's)\n");
     free(ratio);
+    free(cratio);
 }
 
 int main(int argc, char **argv)

@@ -178,10 +178,6 @@ void verified_add(struct l3cache *c, const struct stat *st);
  * mapping (SIGBUS-safe): 0, or -ENOTSUP / -errno (then read it instead). */
 int mapped_payload_hash(int fd, uint64_t size, uint64_t off, uint64_t *hash_ret);
 
-/* XXH3-64 of len bytes of a mapping (SIGBUS-safe): 0, or -ENOTSUP / -EIO
- * (then read them instead). */
-int mapped_hash(const void *p, size_t len, uint64_t *hash_ret);
-
 /* ---- ranges.c ---- */
 #define RANGES_MAX 448 /* chunks; the attribute then fits one 4 KiB block */
 #define RANGES_XATTR_MAX (40 + 8 * RANGES_MAX + 8)

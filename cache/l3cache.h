@@ -67,7 +67,7 @@ struct l3cache_options {
 /* The caller checks every read it serves from an object descriptor with
  * l3cache_read_checked (a daemon whose reads move pages out of the object's
  * page cache, as splice with SPLICE_F_MOVE does): an open of an object with
- * range checksums checks its header only, one without them that this handle
+ * range checksums reads nothing more, one without them that this handle
  * checked and that did not change is served without looking at its pages,
  * and the bytes a read needs are checked at that read. */
 #define L3CACHE_READ_CHECKS 0x20u
@@ -160,14 +160,14 @@ int l3cache_read_ready(l3cache *cache, const struct l3cache_key *key, int fd, co
 
 /* A read of [off, off+len) of an object descriptor checked before it is
  * served (with L3CACHE_READ_CHECKS). An object stored with range checksums
- * (docs/CACHE.md) has the chunks that range touches checked, at every read:
- * returns a count n > 0 when they were read from disk for it, the checked
- * bytes at *data_ret (n bytes, inside *buf_ret: free() it), or 0 when the
- * pages were in memory and checked there (serve the range from fd); an
- * object without them is checked as l3cache_read_ready says (0). -EBADMSG:
- * corrupt (removed if its name still points to it, counted; serve another
- * copy); -errno. map: as for l3cache_read_ready, or NULL (then a check on
- * pages in memory reads them instead). */
+ * (docs/CACHE.md) has the chunks that range touches read and checked, at
+ * every read: returns a count n > 0, the checked bytes at *data_ret (n bytes,
+ * inside *buf_ret: free() it; serve them, not the descriptor). 0 with
+ * *buf_ret NULL: serve the range from fd (nothing left at off; or an object
+ * without range checksums, checked as l3cache_read_ready says). -EBADMSG:
+ * corrupt (removed if its name still points to it, counted once; serve
+ * another copy); -errno. map: as for l3cache_read_ready (used for objects
+ * without range checksums), or NULL. */
 ssize_t l3cache_read_checked(l3cache *cache, const struct l3cache_key *key, int fd,
                              const void *map, uint64_t off, size_t len, void **buf_ret,
                              const void **data_ret);

@@ -67,24 +67,6 @@ static int all_resident(void *map, uint64_t size)
     return 1;
 }
 
-int mapped_hash(const void *p, size_t len, uint64_t *hash_ret)
-{
-    pthread_once(&install_once, install);
-    if (!installed)
-        return -ENOTSUP;
-    int r;
-    sigjmp_buf jb;
-    if (sigsetjmp(jb, 1) == 0) {
-        hash_jump = &jb;
-        *hash_ret = XXH3_64bits(p, len);
-        r = 0;
-    } else {
-        r = -EIO; /* SIGBUS: read it instead */
-    }
-    hash_jump = NULL;
-    return r;
-}
-
 int mapped_payload_hash(int fd, uint64_t size, uint64_t off, uint64_t *hash_ret)
 {
     pthread_once(&install_once, install);
@@ -98,8 +80,17 @@ int mapped_payload_hash(int fd, uint64_t size, uint64_t off, uint64_t *hash_ret)
 #define MADV_POPULATE_READ 22
 #endif
     /* page tables filled in one call, not one fault per page */
-    if (all_resident(map, size) && madvise(map, (size_t)size, MADV_POPULATE_READ) == 0)
-        r = mapped_hash((const uint8_t *)map + off, (size_t)(size - off), hash_ret);
+    if (all_resident(map, size) && madvise(map, (size_t)size, MADV_POPULATE_READ) == 0) {
+        sigjmp_buf jb;
+        if (sigsetjmp(jb, 1) == 0) {
+            hash_jump = &jb;
+            *hash_ret = XXH3_64bits((const uint8_t *)map + off, (size_t)(size - off));
+            r = 0;
+        } else {
+            r = -EIO; /* SIGBUS: read it instead */
+        }
+        hash_jump = NULL;
+    }
     munmap(map, (size_t)size);
     return r;
 }

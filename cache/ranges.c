@@ -2,8 +2,9 @@
  * a larger power of two for objects of more than RANGES_MAX chunks), the
  * XXH3-64 of each recorded when the object is stored, in an extended
  * attribute of the object file (docs/CACHE.md, "Range checksums"). A read is
- * then checked on the chunks it touches alone: its bytes come from the disk
- * once, and a read does not wait for the whole object to be read and hashed.
+ * then checked on the chunks it touches alone, read once into a buffer that
+ * is hashed and then served itself: no read waits for the whole object, and
+ * the bytes a reader gets are the bytes that were checked.
  *
  * The attribute `user.l3cache.ranges`, little-endian, fixed-width fields:
  *
@@ -24,6 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
@@ -134,22 +136,6 @@ static int chunks_match(const struct ranges *r, const uint8_t *buf, uint32_t i0,
     return 1;
 }
 
-/* The same, hashed on the caller's mapping (SIGBUS-safe): 1 match, 0 not,
- * -1 the mapping failed (read them instead). */
-static int chunks_match_mapped(const struct ranges *r, const uint8_t *map, uint32_t i0,
-                               uint32_t i1)
-{
-    uint64_t chunk = (uint64_t)1 << r->log2;
-    for (uint32_t i = i0; i <= i1; i++) {
-        uint64_t o = (uint64_t)i << r->log2, len = r->size - o < chunk ? r->size - o : chunk, h;
-        if (mapped_hash(map + o, (size_t)len, &h) != 0)
-            return -1;
-        if (h != r->sum[i])
-            return 0;
-    }
-    return 1;
-}
-
 ssize_t l3cache_read_checked(l3cache *c, const struct l3cache_key *key, int fd, const void *map,
                              uint64_t off, size_t len, void **buf_ret, const void **data_ret)
 {
@@ -178,22 +164,17 @@ ssize_t l3cache_read_checked(l3cache *c, const struct l3cache_key *key, int fd, 
     uint64_t c0 = (uint64_t)i0 << r->log2, c1 = ((uint64_t)i1 + 1) << r->log2;
     if (c1 > size)
         c1 = size;
-    /* in memory: hashed where the pages are, then served from them */
-    int m = -1;
-    if (map && pages_resident(fd, map, size, c0, c1 - c0))
-        m = chunks_match_mapped(r, map, i0, i1);
-    if (m == 1)
-        goto out;
-    /* else read once into a buffer that is checked and then served */
-    uint8_t *buf = m == 0 ? NULL : malloc((size_t)(c1 - c0));
-    if (m != 0 && !buf) {
+    /* read once into a buffer that is checked and then served itself: what
+     * the reader gets is what was hashed, wherever its pages came from */
+    uint8_t *buf = malloc((size_t)(c1 - c0));
+    if (!buf) {
         ret = -ENOMEM;
         goto out;
     }
-    ssize_t n = m == 0 ? 0 : l3cache_pread_full(fd, buf, (size_t)(c1 - c0), c0);
+    ssize_t n = l3cache_pread_full(fd, buf, (size_t)(c1 - c0), c0);
     if (n < 0) {
         ret = n;
-    } else if (m == 0 || (uint64_t)n != c1 - c0 || !chunks_match(r, buf, i0, i1)) {
+    } else if ((uint64_t)n != c1 - c0 || !chunks_match(r, buf, i0, i1)) {
         ret = object_corrupt_fd(c, key, &st);
     } else {
         *buf_ret = buf;

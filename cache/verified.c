@@ -9,8 +9,8 @@
  * there. Otherwise the pages in memory are the ones that were checked, and
  * nothing is read. Identities checked are kept in a direct-mapped table; one
  * pushed out by another is simply checked again. An object with range
- * checksums read with L3CACHE_READ_CHECKS has its header checked at open and
- * each read checked on its chunks (ranges.c).
+ * checksums read with L3CACHE_READ_CHECKS has nothing checked at open (its
+ * attribute binds the size) and each read checked on its chunks (ranges.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -109,8 +109,10 @@ int verified_ready(struct l3cache *c, const struct l3cache_key *key, int fd,
     if (c->verify == VERIFY_AUTO && c->read_checks) {
         if (verified_has(c, st))
             return 0;
-        if (ranges_present(fd, key, size)) /* each read checks its chunks */
-            return object_check(c, fd, size, L3CACHE_CHECK_HEADER);
+        /* each read checks its chunks, the header's among them; the size is
+         * the one the range checksums were made for: nothing to read now */
+        if (ranges_present(fd, key, size))
+            return 0;
     }
     if (c->verify == VERIFY_AUTO && verified_has(c, st) &&
         pages_resident(fd, NULL, size, 0, size))

@@ -386,7 +386,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             uint64_t k = h->size - (uint64_t)off;
             COUNT(d, bytes_served, k < size ? k : size);
         }
-        if (n > 0) { /* read from disk for this reply and checked: these bytes */
+        if (n > 0) { /* read for this reply and checked: these bytes */
             fuse_reply_buf(req, data, (size_t)n);
             free(checked);
             return;

@@ -1,9 +1,9 @@
 /* Range checksums (cache/ranges.c, docs/CACHE.md "Range checksums"): every
  * stored object carries them; a checked read looks at the chunks it touches
  * and nothing else, catches rot in them whether the pages are in memory or
- * read from disk, counts a corrupt object once; an object without valid ones
- * (an earlier version's, another object's, a damaged attribute) is checked
- * whole instead. */
+ * read from disk, serves the bytes it checked, counts a corrupt object once;
+ * an object without valid ones (an earlier version's, another object's, a
+ * damaged attribute) is checked whole instead. */
 #include <criterion/criterion.h>
 
 #include <errno.h>
@@ -159,14 +159,13 @@ Test(ranges, stored_objects_carry_them_and_reads_check_their_chunks)
     cr_assert_eq(xs, 40 + 8 * 5 + 8, "5 chunk sums stored (%zd bytes)", xs);
     void *map = mmap(NULL, ob.size, PROT_READ, MAP_SHARED, ob.o.fd, 0);
     cr_assert_neq(map, MAP_FAILED);
-    /* from disk: read once into the buffer that is served */
+    /* from disk and from memory alike: served from the checked buffer */
     drop_pages(ob.o.fd);
-    cr_assert_gt(read_ok(c, &ob, map, 0, 131072), 0, "read from disk: served from the buffer");
+    cr_assert_gt(read_ok(c, &ob, map, 0, 131072), 0, "from disk: served from the buffer");
     cr_assert_gt(read_ok(c, &ob, NULL, CHUNK + 5, 1000), 0);
-    /* in memory: checked on the pages, served from the descriptor */
-    cr_assert_eq(read_ok(c, &ob, map, 0, 131072), 0, "in memory: served from the pages");
+    cr_assert_gt(read_ok(c, &ob, map, 0, 131072), 0, "in memory: served from the buffer");
     cr_assert_eq(read_ok(c, &ob, map, ob.size, 4096), 0, "at the end: nothing");
-    read_ok(c, &ob, map, ob.size - 10, 4096); /* the short last chunk */
+    cr_assert_gt(read_ok(c, &ob, map, ob.size - 10, 4096), 0); /* the short last chunk */
     cr_assert_eq(COUNTER(c, verified), 0, "no object was checked whole");
     /* rot in chunk 3 (all pages in memory): reads elsewhere still served,
      * a read of it never */
@@ -195,6 +194,36 @@ Test(ranges, stored_objects_carry_them_and_reads_check_their_chunks)
     get_obj(c, "b.png", 300, 300, &ob);
     cr_assert_eq(ob.o.hit, 0);
     cr_assert_eq(getxattr(ob.path, XATTR, NULL, 0), xs);
+    read_ok(c, &ob, NULL, 0, ob.size);
+    put_obj(&ob);
+    l3cache_close(c);
+}
+
+/* The open of an object with range checksums reads nothing: rot in its
+ * header is caught by the read of the first chunk, and a truncation by the
+ * size the checksums were made for (then it is checked whole). */
+Test(ranges, header_rot_and_truncation_caught)
+{
+    l3cache *c = open_cache();
+    struct obj ob;
+    get_obj(c, "a.png", 300, 300, &ob);
+    put_obj(&ob);
+    flip_byte(ob.path, 5);
+    get_obj(c, "a.png", 300, 300, &ob);
+    cr_assert_eq(ob.o.hit, 1, "the open does not look at the header");
+    void *buf;
+    const void *data;
+    cr_assert_eq(l3cache_read_checked(c, &ob.o.key, ob.o.fd, NULL, CHUNK - 10, 20, &buf, &data),
+                 -EBADMSG, "a read of the header's chunk is not served");
+    cr_assert_eq(COUNTER(c, corrupt_repaired), 1);
+    put_obj(&ob);
+    get_obj(c, "a.png", 300, 300, &ob);
+    cr_assert_eq(ob.o.hit, 0, "encoded again");
+    put_obj(&ob);
+    cr_assert_eq(truncate(ob.path, (off_t)ob.size - 1), 0);
+    get_obj(c, "a.png", 300, 300, &ob);
+    cr_assert_eq(ob.o.hit, 0, "truncated: checked whole, found corrupt, encoded again");
+    cr_assert_eq(COUNTER(c, corrupt_repaired), 2);
     read_ok(c, &ob, NULL, 0, ob.size);
     put_obj(&ob);
     l3cache_close(c);
