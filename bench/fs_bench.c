@@ -9,11 +9,13 @@
  *    empty cache (lookup encodes, then read) against a bare libpng decode of
  *    the same PNG (file read + png_read_image).
  * 3. `ls -lR` of N encoded files through a fresh mount against the source.
- * 4. Verification before serving: part 1's reads with the default (payload
- *    checksums checked when an object is new to the daemon or was out of
- *    the page cache) against --no-verify (header only, as before), the two
+ * 4. Verification before serving: part 1's reads with the default (every
+ *    read checked on its chunks' range checksums; objects without them
+ *    checked whole) against --no-verify (header only, as before), the two
  *    mounts alternating in every repetition; and cold reads (an empty cache:
- *    every file encoded) the same way.
+ *    every file encoded) the same way. Wall time and CPU time (the reader's
+ *    and the daemon's, from wait4) are both compared: on a loaded machine
+ *    the CPU ratio moves less.
  * Each figure is the best of R repetitions. Needs root or fuse access.
  * --only N runs part N alone.
  */

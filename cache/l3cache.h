@@ -158,19 +158,28 @@ int l3cache_check_fd(l3cache *cache, const struct l3cache_key *key, int fd);
 int l3cache_read_ready(l3cache *cache, const struct l3cache_key *key, int fd, const void *map,
                        uint64_t off, uint64_t len);
 
+/* Memory for the bytes of checked reads, owned by the caller (one per thread
+ * that reads): zero-initialised, grown as needed, released with
+ * l3cache_scratch_free. */
+struct l3cache_scratch {
+    void *buf;
+    size_t cap;
+};
+void l3cache_scratch_free(struct l3cache_scratch *scratch);
+
 /* A read of [off, off+len) of an object descriptor checked before it is
  * served (with L3CACHE_READ_CHECKS). An object stored with range checksums
  * (docs/CACHE.md) has the chunks that range touches read and checked, at
  * every read: returns a count n > 0, the checked bytes at *data_ret (n bytes,
- * inside *buf_ret: free() it; serve them, not the descriptor). 0 with
- * *buf_ret NULL: serve the range from fd (nothing left at off; or an object
- * without range checksums, checked as l3cache_read_ready says). -EBADMSG:
- * corrupt (removed if its name still points to it, counted once; serve
- * another copy); -errno. map: as for l3cache_read_ready (used for objects
- * without range checksums), or NULL. */
+ * inside scratch, valid until its next use; serve them, not the descriptor).
+ * 0: serve the range from fd (nothing left at off; or an object without
+ * range checksums, checked as l3cache_read_ready says). -EBADMSG: corrupt
+ * (removed if its name still points to it, counted once; serve another
+ * copy); -errno. map: as for l3cache_read_ready (used for objects without
+ * range checksums), or NULL. */
 ssize_t l3cache_read_checked(l3cache *cache, const struct l3cache_key *key, int fd,
-                             const void *map, uint64_t off, size_t len, void **buf_ret,
-                             const void **data_ret);
+                             const void *map, uint64_t off, size_t len,
+                             struct l3cache_scratch *scratch, const void **data_ret);
 
 /* Statistics. `instance` counts this handle since open; `total` is cumulative
  * for the directory (all processes, persisted).

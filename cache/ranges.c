@@ -136,12 +136,21 @@ static int chunks_match(const struct ranges *r, const uint8_t *buf, uint32_t i0,
     return 1;
 }
 
-ssize_t l3cache_read_checked(l3cache *c, const struct l3cache_key *key, int fd, const void *map,
-                             uint64_t off, size_t len, void **buf_ret, const void **data_ret)
+void l3cache_scratch_free(struct l3cache_scratch *scratch)
 {
-    if (!c || !key || fd < 0 || !buf_ret || !data_ret)
+    if (scratch) {
+        free(scratch->buf);
+        scratch->buf = NULL;
+        scratch->cap = 0;
+    }
+}
+
+ssize_t l3cache_read_checked(l3cache *c, const struct l3cache_key *key, int fd, const void *map,
+                             uint64_t off, size_t len, struct l3cache_scratch *scratch,
+                             const void **data_ret)
+{
+    if (!c || !key || fd < 0 || !scratch || !data_ret)
         return -EINVAL;
-    *buf_ret = NULL;
     *data_ret = NULL;
     if (c->verify != VERIFY_AUTO)
         return 0; /* TRUST: never; ALWAYS: at every open */
@@ -165,24 +174,28 @@ ssize_t l3cache_read_checked(l3cache *c, const struct l3cache_key *key, int fd, 
     if (c1 > size)
         c1 = size;
     /* read once into a buffer that is checked and then served itself: what
-     * the reader gets is what was hashed, wherever its pages came from */
-    uint8_t *buf = malloc((size_t)(c1 - c0));
-    if (!buf) {
-        ret = -ENOMEM;
-        goto out;
+     * the reader gets is what was hashed, wherever its pages came from (the
+     * caller's scratch: no fresh pages to fault in at every read) */
+    size_t need = (size_t)(c1 - c0);
+    if (scratch->cap < need) {
+        void *nb = realloc(scratch->buf, need);
+        if (!nb) {
+            ret = -ENOMEM;
+            goto out;
+        }
+        scratch->buf = nb;
+        scratch->cap = need;
     }
-    ssize_t n = l3cache_pread_full(fd, buf, (size_t)(c1 - c0), c0);
+    uint8_t *buf = scratch->buf;
+    ssize_t n = l3cache_pread_full(fd, buf, need, c0);
     if (n < 0) {
         ret = n;
-    } else if ((uint64_t)n != c1 - c0 || !chunks_match(r, buf, i0, i1)) {
+    } else if ((size_t)n != need || !chunks_match(r, buf, i0, i1)) {
         ret = object_corrupt_fd(c, key, &st);
     } else {
-        *buf_ret = buf;
         *data_ret = buf + (off - c0);
-        buf = NULL;
         ret = (ssize_t)(end - off);
     }
-    free(buf);
 out:
     free(r);
     return ret;

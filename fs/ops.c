@@ -78,16 +78,15 @@ static void fh_put(struct fh *h)
  * removed it before this host's open reached the server, as GlusterFS's
  * deferred opens allow), is replaced by a correct copy for this handle, whose
  * bytes are checked in turn. The descriptor to splice from (*n_ret 0), or
- * the checked bytes (*n_ret of them at *data_ret, inside *buf_ret, which the
- * caller frees), or -EIO. */
-static int fh_read(struct l3fs_daemon *d, struct fh *h, off_t off, size_t size, void **buf_ret,
-                   const void **data_ret, ssize_t *n_ret)
+ * the checked bytes (*n_ret of them at *data_ret, inside scratch), or -EIO. */
+static int fh_read(struct l3fs_daemon *d, struct fh *h, off_t off, size_t size,
+                   struct l3cache_scratch *scratch, const void **data_ret, ssize_t *n_ret)
 {
     for (int attempt = 0;; attempt++) {
         int fd = __atomic_load_n(&h->fd, __ATOMIC_ACQUIRE);
         void *map = __atomic_load_n(&h->map, __ATOMIC_ACQUIRE);
         ssize_t r = l3cache_read_checked(d->cache, &h->key, fd, map, (uint64_t)off, size,
-                                         buf_ret, data_ret);
+                                         scratch, data_ret);
         if (r >= 0) {
             *n_ret = r;
             return fd;
@@ -357,6 +356,33 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     }
 }
 
+/* Each worker thread's memory for checked reads (freed when it exits). */
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_release(void *p)
+{
+    l3cache_scratch_free(p);
+    free(p);
+}
+
+static void scratch_key_make(void)
+{
+    if (pthread_key_create(&scratch_key, scratch_release) != 0)
+        abort();
+}
+
+static struct l3cache_scratch *read_scratch(void)
+{
+    pthread_once(&scratch_once, scratch_key_make);
+    struct l3cache_scratch *s = pthread_getspecific(scratch_key);
+    if (!s && (s = calloc(1, sizeof *s)) && pthread_setspecific(scratch_key, s) != 0) {
+        free(s);
+        s = NULL;
+    }
+    return s;
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
@@ -375,10 +401,14 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     }
     int fd = h->fd;
     if (h->kind == NK_L3) {
-        void *checked = NULL;
+        struct l3cache_scratch *scratch = read_scratch();
         const void *data = NULL;
         ssize_t n = 0;
-        if ((fd = fh_read(d, h, off, size, &checked, &data, &n)) < 0) {
+        if (!scratch)
+            fd = -ENOMEM;
+        else
+            fd = fh_read(d, h, off, size, scratch, &data, &n);
+        if (fd < 0) {
             fuse_reply_err(req, -fd);
             return;
         }
@@ -388,7 +418,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         }
         if (n > 0) { /* read for this reply and checked: these bytes */
             fuse_reply_buf(req, data, (size_t)n);
-            free(checked);
             return;
         }
     } else {

@@ -129,23 +129,23 @@ static void drop_pages(int fd)
 static ssize_t read_ok(l3cache *c, const struct obj *ob, const void *map, uint64_t off,
                        size_t len)
 {
-    void *buf;
+    struct l3cache_scratch sc = {0};
     const void *data;
-    ssize_t n = l3cache_read_checked(c, &ob->o.key, ob->o.fd, map, off, len, &buf, &data);
+    ssize_t n = l3cache_read_checked(c, &ob->o.key, ob->o.fd, map, off, len, &sc, &data);
     cr_assert_geq(n, 0, "read at %llu: %s", (unsigned long long)off, strerror((int)-n));
     size_t expect = off >= ob->size ? 0 : ob->size - off < len ? ob->size - off : len;
     uint8_t *got = malloc(len + 1);
     if (n > 0) {
         cr_assert_eq((size_t)n, expect);
         memcpy(got, data, (size_t)n);
-        free(buf);
     } else {
-        cr_assert_null(buf);
+        cr_assert_null(data);
         cr_assert_eq(pread(ob->o.fd, got, len, (off_t)off), (ssize_t)expect);
     }
     cr_assert_eq(memcmp(got, ob->want + off, expect), 0, "bytes at %llu",
                  (unsigned long long)off);
     free(got);
+    l3cache_scratch_free(&sc);
     return n;
 }
 
@@ -175,18 +175,19 @@ Test(ranges, stored_objects_carry_them_and_reads_check_their_chunks)
     flip_byte(ob.path, 3 * CHUNK + 100);
     read_ok(c, &ob, map, 0, 131072);
     read_ok(c, &ob, map, 4 * CHUNK, 4096);
-    void *buf;
+    struct l3cache_scratch sc = {0};
     const void *data;
-    cr_assert_eq(l3cache_read_checked(c, &ob.o.key, ob.o.fd, map, 3 * CHUNK + 4000, 100, &buf,
+    cr_assert_eq(l3cache_read_checked(c, &ob.o.key, ob.o.fd, map, 3 * CHUNK + 4000, 100, &sc,
                                       &data), -EBADMSG, "rot in memory caught");
-    cr_assert_null(buf);
+    cr_assert_null(data);
     struct stat st;
     cr_assert_neq(stat(ob.path, &st), 0, "the corrupt object was removed");
     cr_assert_eq(COUNTER(c, corrupt_repaired), 1);
     /* another read finding the same object: corrupt, counted once */
     drop_pages(ob.o.fd);
-    cr_assert_eq(l3cache_read_checked(c, &ob.o.key, ob.o.fd, map, 2 * CHUNK, 2 * CHUNK, &buf,
+    cr_assert_eq(l3cache_read_checked(c, &ob.o.key, ob.o.fd, map, 2 * CHUNK, 2 * CHUNK, &sc,
                                       &data), -EBADMSG, "rot read from disk caught");
+    l3cache_scratch_free(&sc);
     cr_assert_eq(COUNTER(c, corrupt_repaired), 1, "one object, counted once");
     munmap(map, ob.size);
     put_obj(&ob);
@@ -211,10 +212,11 @@ Test(ranges, header_rot_and_truncation_caught)
     flip_byte(ob.path, 5);
     get_obj(c, "a.png", 300, 300, &ob);
     cr_assert_eq(ob.o.hit, 1, "the open does not look at the header");
-    void *buf;
+    struct l3cache_scratch sc = {0};
     const void *data;
-    cr_assert_eq(l3cache_read_checked(c, &ob.o.key, ob.o.fd, NULL, CHUNK - 10, 20, &buf, &data),
+    cr_assert_eq(l3cache_read_checked(c, &ob.o.key, ob.o.fd, NULL, CHUNK - 10, 20, &sc, &data),
                  -EBADMSG, "a read of the header's chunk is not served");
+    l3cache_scratch_free(&sc);
     cr_assert_eq(COUNTER(c, corrupt_repaired), 1);
     put_obj(&ob);
     get_obj(c, "a.png", 300, 300, &ob);
