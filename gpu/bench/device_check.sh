@@ -179,14 +179,17 @@ if [ $have_nvcc = 1 ]; then
     awk '
         /Compiling entry function/ { k = ""
                                      if ($0 ~ /l3g_decode_planes/) k = "l3g_decode_planes"
+                                     else if ($0 ~ /l3g_convertILi/) {  # l3g_convert<layout,dtype,channels>
+                                         t = $0; sub(/.*l3g_convertILi/, "", t); split(t, p, "ELi")
+                                         sub(/E.*/, "", p[3]); k = "l3g_convert<" p[1] "," p[2] "," p[3] ">" }
                                      else if ($0 ~ /l3g_convert/) k = "l3g_convert"
                                      a = $0; sub(/.*for .sm_/, "sm_", a); sub(/.$/, "", a) }
         /stack frame/ { st = $0; sub(/^[^0-9]*/, "", st) }
         /Used [0-9]+ registers/ { r = $0; sub(/^.*Used /, "", r); sub(/ registers.*/, "", r)
-                                  if (k != "") printf "%-18s %-7s %4s registers, %s\n", k, a, r, st
+                                  if (k != "") printf "%-22s %-7s %4s registers, %s\n", k, a, r, st
                                   k = "" }
 ' "$out/ptxas.txt" | sort -u > "$out/registers.txt"
-    sed -i '1i kernel             arch    ptxas -v' "$out/registers.txt"
+    sed -i '1i kernel                 arch    ptxas -v' "$out/registers.txt"
     nk=$(grep -c '^l3g_' "$out/registers.txt" || true)
     [ "$nk" -ge 2 ] || { step build FAIL "ptxas report has $nk kernel entries"; summary 1; }
 fi
@@ -296,7 +299,7 @@ for k in l3g_decode_planes l3g_convert; do
     if [ -z "$ncu" ]; then step "ncu:${k#l3g_}" "NOT RUN" "ncu not installed"; continue; fi
     t=$(budget 90)
     [ "$t" = 0 ] && { step "ncu:${k#l3g_}" "NOT RUN" "out of time"; continue; }
-    timeout "$t" "$ncu" --kernel-name "$k" --launch-count 1 --section SpeedOfLight \
+    timeout "$t" "$ncu" --kernel-name "regex:$k" --launch-count 1 --section SpeedOfLight \
         --section MemoryWorkloadAnalysis --section Occupancy "$bin" small "$dc" \
         > "$out/ncu-$k.txt" 2>&1
     r=$?
