@@ -6,9 +6,10 @@
  * right column, the bottom row, the corner), numbered without any table:
  * batch b maps to its tiles by arithmetic. A batch's plane streams are decoded
  * together: on x86-64 with AVX2, the predicted 8-bit-or-less planes run in
- * lock-step in SIMD lanes (dec_simd.c); every other plane, and every lane the
- * SIMD decoder flags, is decoded by the reference routine of l3_tile.h, which
- * also gives the status. Statuses and samples are the same either way.
+ * lock-step in SIMD lanes (dec_simd.c), LZ planes with the LEFT predictor go
+ * to dec_lz.c; every other plane, and every plane those decoders flag, is
+ * decoded by the reference routine of l3_tile.h, which also gives the status.
+ * Statuses and samples are the same either way.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@ struct dec_tiles {
     uint32_t tiles_x, tiles_y;
     uint64_t nbatch[4];    /* batches per class: full, right column, bottom row, corner */
     int simd;              /* the SIMD lane decoder may be used */
+    int fast;              /* the fast decoders of dec_lz.c may be used */
     int avx512;            /* ... in its AVX-512 build */
     l3_tile_sink sink;
     void *arg;
@@ -190,23 +192,27 @@ static int decode_batch(void *arg, unsigned worker, uint64_t b)
                 pl[p] = u8 + ((size_t)i * P + p) * ps;
                 continue;
             }
-            if (d->depth <= 8 && th[i].mode[p] == L3_PLANE_CONST) {
+            const uint8_t *strm = tdata[i] + th[i].off[p];
+            const uint32_t len = th[i].len[p], mode = th[i].mode[p];
+            uint8_t *o = u8 + ((size_t)i * P + p) * ps;
+            if (d->fast && l3_lz_fast_ok(mode, d->depth, strm, len, d->data, d->size) &&
+                l3_lz_decode_u8(strm, len, mode, w, h, d->depth, o)) {
+                pl[p] = o; /* else: decoded again below, which gives the status */
+                continue;
+            }
+            if (d->depth <= 8 && mode == L3_PLANE_CONST) {
                 /* the reference routine's checks, without the uint16 plane */
-                const uint8_t *s = tdata[i] + th[i].off[p];
-                if (th[i].len[p] != 1 || s[0] >> d->depth)
+                if (len != 1 || strm[0] >> d->depth)
                     return L3_ERR_CORRUPT;
-                uint8_t *o = u8 + ((size_t)i * P + p) * ps;
-                memset(o, s[0], ps);
+                memset(o, strm[0], ps);
                 pl[p] = o;
                 continue;
             }
             uint16_t *dst = u16 + (size_t)p * ps;
-            int st = l3_tile_plane_decode(tdata[i] + th[i].off[p], th[i].len[p], th[i].mode[p],
-                                          w, h, d->depth, dst);
+            int st = l3_tile_plane_decode(strm, len, mode, w, h, d->depth, dst);
             if (st)
                 return st;
             if (d->depth <= 8) {
-                uint8_t *o = u8 + ((size_t)i * P + p) * ps;
                 narrow(dst, o, ps);
                 pl[p] = o;
             } else {
@@ -241,6 +247,7 @@ int l3_dec_tiles(const uint8_t *data, size_t size, const struct l3_hdr *hdr, uin
     d.area = info->tile_width * info->tile_height;
     d.simd = !(flags & L3_DECODE_SCALAR) && d.depth <= 8 && l3_simd_available();
     d.avx512 = !(flags & L3_DECODE_NO_AVX512);
+    d.fast = !(flags & L3_DECODE_SCALAR);
     d.per_batch = d.simd ? l3_simd_tiles_per_batch(d.planes) : 1;
     d.sink = sink;
     d.arg = arg;

@@ -136,6 +136,21 @@ void l3_simd_decode_planes(const struct l3_simd_lane *lanes, unsigned n, const u
                            uint32_t w, uint32_t h, unsigned depth, void *scratch, int avx512,
                            uint32_t ok[L3_SIMD_MAX_LANES / 32]);
 
+/* ---- LZ planes with the LEFT predictor at depth <= 8 (dec_lz.c), decoded
+ * straight into bytes ---- */
+/* Whether a plane stream may go to l3_lz_decode_u8: its mode (LEFT | LZ,
+ * optionally | SHORT), depth <= 8, and 8 readable bytes past the stream's end
+ * inside data[0..size). */
+int l3_lz_fast_ok(uint32_t mode, unsigned depth, const uint8_t *stream, uint32_t len,
+                  const uint8_t *data, size_t size);
+/* Decodes the plane (w x h samples, stride w) into dst. Returns 1 when it
+ * decoded with no anomaly (dst then holds the reference decoder's samples),
+ * 0 otherwise: the plane must be decoded again by l3_tile_plane_decode(),
+ * which gives its status. Reads stay below stream + len + 8 (the stream
+ * passed l3_lz_fast_ok), writes inside dst[0 .. w*h). */
+int l3_lz_decode_u8(const uint8_t *stream, uint32_t len, uint32_t mode, uint32_t w, uint32_t h,
+                    unsigned depth, uint8_t *dst);
+
 /* ---- streaming encoder (encode.c): l3_encode in three steps, so that tiles
  * can be encoded while the pixels below them are still being produced. ---- */
 struct l3_enc;
