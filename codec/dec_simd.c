@@ -1,5 +1,5 @@
-/* dec_simd.c — the SIMD lane decoder: up to 32 predicted plane streams (MED or
- * GRAD, groups of 16 or 8, depth <= 8) of equal-size tiles decoded in
+/* dec_simd.c — the SIMD lane decoder: up to 32 predicted plane streams (MED,
+ * GRAD or LEFT2, groups of 16 or 8, depth <= 8) of equal-size tiles decoded in
  * lock-step, 8 streams per AVX2 vector, up to 4 vectors interleaved so that
  * the bit-position chains of different vectors overlap.
  *
@@ -11,7 +11,9 @@
  * Rice prefix is the trailing-zero count, read from the exponent of the
  * isolated lowest set bit converted to float. MED and GRAD share one formula:
  * MED(a, b, c) = clamp(a + b - c, min(a, b), max(a, b)), and a GRAD lane
- * clamps to [INT_MIN, INT_MAX] instead. Decoded rows are kept lane-major
+ * clamps to [INT_MIN, INT_MAX] instead; a LEFT2 lane takes the sample two to
+ * its left in their place (a blend; at x = 0 and 1 the first sample of the row
+ * above, as the vector's left neighbours start from it). Decoded rows are kept lane-major
  * ([x][vector][lane], 32-bit), so the row above is one vector load; after each
  * row, 8 x 8 blocks are transposed into the lanes' byte planes.
  *
@@ -39,11 +41,13 @@
 
 uint32_t l3_simd_tiles_per_batch(uint32_t planes)
 {
-    /* 3 or 4 vectors of 8 lanes: planes * tiles <= 32 */
+    /* planes * tiles <= L3_SIMD_BATCH_LANES: up to 3 calls of 3 or 4
+     * vectors, so that a batch fills its vectors also when many of its
+     * planes are not predicted ones (CONST alpha, LZ planes) */
     switch (planes) {
-    case 1: return 24;
-    case 2: return 16;
-    default: return 8;
+    case 1: return 48;
+    case 2: return 32;
+    default: return 24;
     }
 }
 
@@ -58,7 +62,7 @@ int l3_simd_lane_ok(uint32_t mode, const uint8_t *stream, uint32_t len, const ui
                     size_t size)
 {
     uint32_t m = mode & ~L3_PLANE_SHORT;
-    if (m != L3_PLANE_MED && m != L3_PLANE_GRAD)
+    if (m != L3_PLANE_MED && m != L3_PLANE_GRAD && m != L3_PLANE_LEFT2)
         return 0;
     size_t off = (size_t)(stream - data);
     /* gathers take int32 offsets and read 4 bytes at up to stream + len */
@@ -89,8 +93,10 @@ struct vec {
     __m256i badv;   /* OR of every decoded value (>= 2^depth: anomaly) */
     __m256i lo, hi; /* clamp selectors: MED lanes (INT_MAX, INT_MIN), GRAD lanes the reverse */
     __m256i a, c;   /* left and up-left neighbours */
+    __m256i a2;     /* the sample two to the left (LEFT2 lanes) */
+    __m256i l2;     /* all ones on LEFT2 lanes */
     __m256i g8;     /* all ones on lanes with groups of 8 */
-    int has_med, has_g8;
+    int has_med, has_l2, has_g8;
 };
 
 /* 25 valid bits at each lane's bit position. */
@@ -159,6 +165,10 @@ AVX2_INLINE __m256i sample(const uint8_t *data, struct vec *v, __m256i b, __m256
         __m256i lo = _mm256_min_epi32(_mm256_min_epi32(v->a, b), v->lo);
         __m256i hi = _mm256_max_epi32(_mm256_max_epi32(v->a, b), v->hi);
         g = _mm256_min_epi32(_mm256_max_epi32(g, lo), hi);
+    }
+    if (v->has_l2) { /* LEFT2 lanes: the sample two to the left */
+        g = _mm256_blendv_epi8(g, v->a2, v->l2);
+        v->a2 = v->a;
     }
     v->a = _mm256_and_si256(_mm256_add_epi32(g, r), dmask);
     v->c = b;
@@ -233,8 +243,8 @@ AVX2_INLINE void run(struct vec *vs, const unsigned nv, const uint8_t *data, uin
     for (uint32_t y = 0; y < h; y++) {
         const __m256i *up = y ? rows + rs * (1 + ((y - 1) & 1)) : zero;
         __m256i *cur = rows + rs * (1 + (y & 1));
-        for (unsigned i = 0; i < nv; i++)
-            v[i].a = v[i].c = up[i];
+        for (unsigned i = 0; i < nv; i++) /* LEFT2: x = 0, 1 predict from up[0] */
+            v[i].a = v[i].c = v[i].a2 = up[i];
         for (uint32_t x0 = 0; x0 < w; x0 += L3_GROUP_SHORT) {
             const int full = (x0 % L3_GROUP) == 0;
             for (unsigned i = 0; i < nv; i++)
@@ -307,8 +317,8 @@ AVX2 void l3_simd_decode_planes(const struct l3_simd_lane *lanes, unsigned n,
     uint8_t *out[MAX_VEC][8];
     size_t ostride[MAX_VEC][8];
     for (unsigned i = 0; i < nv; i++) {
-        int32_t soff[8], lenb[8], lo[8], hi[8], g8[8];
-        int has_med = 0, has_g8 = 0;
+        int32_t soff[8], lenb[8], lo[8], hi[8], g8[8], l2[8];
+        int has_med = 0, has_l2 = 0, has_g8 = 0;
         for (unsigned l = 0; l < 8; l++) {
             unsigned li = i * 8 + l;
             if (li < n) {
@@ -319,7 +329,9 @@ AVX2 void l3_simd_decode_planes(const struct l3_simd_lane *lanes, unsigned n,
                 lo[l] = med ? INT32_MAX : INT32_MIN;
                 hi[l] = med ? INT32_MIN : INT32_MAX;
                 g8[l] = (ln->mode & L3_PLANE_SHORT) ? -1 : 0;
+                l2[l] = L3_PLANE_KIND(ln->mode) == L3_PLANE_LEFT2 ? -1 : 0;
                 has_med |= med;
+                has_l2 |= l2[l] != 0;
                 has_g8 |= g8[l] != 0;
                 out[i][l] = ln->out;
                 ostride[i][l] = w;
@@ -327,7 +339,7 @@ AVX2 void l3_simd_decode_planes(const struct l3_simd_lane *lanes, unsigned n,
                 soff[l] = lenb[l] = 0;
                 lo[l] = INT32_MIN;
                 hi[l] = INT32_MAX;
-                g8[l] = 0;
+                g8[l] = l2[l] = 0;
                 out[i][l] = dummy;
                 ostride[i][l] = 0;
             }
@@ -338,9 +350,11 @@ AVX2 void l3_simd_decode_planes(const struct l3_simd_lane *lanes, unsigned n,
         v[i].lo = _mm256_loadu_si256((const __m256i *)(const void *)lo);
         v[i].hi = _mm256_loadu_si256((const __m256i *)(const void *)hi);
         v[i].g8 = _mm256_loadu_si256((const __m256i *)(const void *)g8);
+        v[i].l2 = _mm256_loadu_si256((const __m256i *)(const void *)l2);
         v[i].bp = v[i].sym = v[i].k = v[i].kmask = v[i].nz = _mm256_setzero_si256();
         v[i].bad = v[i].badv = _mm256_setzero_si256();
         v[i].has_med = has_med;
+        v[i].has_l2 = has_l2;
         v[i].has_g8 = has_g8;
     }
     static const run_fn fns[2][MAX_VEC] = {

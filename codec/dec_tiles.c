@@ -17,7 +17,7 @@
 #include "l3_internal.h"
 
 /* Tiles per batch: enough lanes for the SIMD decoder (8 per vector). */
-#define BATCH_MAX L3_SIMD_MAX_LANES
+#define BATCH_MAX L3_SIMD_BATCH_TILES
 
 struct dec_tiles {
     const struct l3_hdr *hdr;
@@ -134,6 +134,7 @@ static int decode_batch(void *arg, unsigned worker, uint64_t b)
     struct dec_tiles *d = arg;
     const struct l3_info *info = &d->hdr->info;
     uint32_t tile[BATCH_MAX];
+    tile[0] = 0; /* batch_tiles sets it: every batch has a tile */
     uint32_t n = batch_tiles(d, b, tile);
     uint8_t *scr = d->scratch + d->scratch_per * worker;
     const uint32_t P = d->planes, A = d->area;
@@ -159,7 +160,7 @@ static int decode_batch(void *arg, unsigned worker, uint64_t b)
      * tile i is decoded. */
     uint32_t done[BATCH_MAX] = {0};
     if (d->simd) {
-        struct l3_simd_lane lanes[L3_SIMD_MAX_LANES];
+        struct l3_simd_lane lanes[L3_SIMD_BATCH_LANES];
         unsigned nl = 0;
         for (uint32_t i = 0; i < n; i++)
             for (uint32_t p = 0; p < P; p++) {
@@ -173,12 +174,21 @@ static int decode_batch(void *arg, unsigned worker, uint64_t b)
                 lanes[nl].tag = i * 4 + p;
                 nl++;
             }
-        if (nl) {
+        /* calls of at most L3_SIMD_MAX_LANES lanes, as even as whole vectors
+         * allow (40 lanes: 24 + 16, not 32 + 8: a lone vector runs at
+         * nearly the cost of three) */
+        const unsigned nvec = (nl + 7) / 8, vmax = L3_SIMD_MAX_LANES / 8;
+        const unsigned calls = (nvec + vmax - 1) / vmax;
+        for (unsigned c = 0, l0 = 0; c < calls; c++) {
+            unsigned nv = nvec / calls + (c < nvec % calls);
+            unsigned cn = nl - l0 < nv * 8 ? nl - l0 : nv * 8;
             uint32_t ok[L3_SIMD_MAX_LANES / 32];
-            l3_simd_decode_planes(lanes, nl, d->data, w, h, d->depth, simd_scr, d->avx512, ok);
-            for (unsigned l = 0; l < nl; l++)
+            l3_simd_decode_planes(lanes + l0, cn, d->data, w, h, d->depth, simd_scr, d->avx512,
+                                  ok);
+            for (unsigned l = 0; l < cn; l++)
                 if (ok[l / 32] >> (l % 32) & 1)
-                    done[lanes[l].tag / 4] |= 1u << (lanes[l].tag % 4);
+                    done[lanes[l0 + l].tag / 4] |= 1u << (lanes[l0 + l].tag % 4);
+            l0 += cn;
         }
     }
 

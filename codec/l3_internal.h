@@ -110,13 +110,17 @@ int l3_store_tile(void *arg, unsigned worker, const struct l3_tile_out *tile);
 struct l3_simd_lane {
     const uint8_t *stream; /* plane stream inside the file buffer */
     uint32_t len;          /* its length in bytes */
-    uint32_t mode;         /* L3_PLANE_MED or _GRAD, optionally | L3_PLANE_SHORT */
+    uint32_t mode;         /* L3_PLANE_MED, _GRAD or _LEFT2, optionally | L3_PLANE_SHORT */
     uint8_t *out;          /* w * h samples, stride w */
     uint32_t tag;          /* the caller's */
 };
 /* Whether this CPU runs the SIMD decoder (AVX2). */
 int l3_simd_available(void);
-/* Tiles per batch for images of `planes` planes. */
+/* Tiles per batch for images of `planes` planes (at most L3_SIMD_BATCH_TILES;
+ * planes * tiles <= L3_SIMD_BATCH_LANES: the caller splits a batch's lanes
+ * into calls of at most L3_SIMD_MAX_LANES). */
+#define L3_SIMD_BATCH_TILES 48
+#define L3_SIMD_BATCH_LANES 96
 uint32_t l3_simd_tiles_per_batch(uint32_t planes);
 /* Scratch bytes l3_simd_decode_planes needs for tiles `tile_width` wide (a
  * multiple of 64). */

@@ -10,6 +10,7 @@
 
 #include "helpers.h"
 #include "l3.h"
+#include "l3_tile.h"
 #include "tc_file.h"
 
 static const unsigned depths_of[5][5] = {
@@ -300,6 +301,52 @@ Test(decode_tiles, simd_matches_reference_on_sample_images)
         }
         free(g);
         free(png);
+        l3_free(f);
+    }
+}
+
+/* LEFT2 planes (period-2 dithers) in the SIMD lanes, next to MED and GRAD
+ * lanes of the same vectors: valid files and corrupted copies. */
+Test(decode_tiles, simd_left2_lanes_match_reference)
+{
+    for (unsigned color = L3_COLOR_GRAY; color <= L3_COLOR_RGBA; color++) {
+        struct l3_info info;
+        th_info(&info, color, 8, 300, 140);
+        const unsigned C = info.channels;
+        uint8_t *px = malloc((size_t)300 * 140 * C);
+        uint64_t s = 31 + color;
+        for (uint32_t y = 0; y < 140; y++)
+            for (uint32_t x = 0; x < 300; x++)
+                for (unsigned c = 0; c < C; c++) {
+                    uint32_t v;
+                    if ((x / 64 + y / 64) % 2 == 0) /* dither, amplitude per row: LEFT2 */
+                        v = (x & 1) * (40 + 30 * c + ((y * 2654435761u) >> 26) % 60) + x / 8 +
+                            (uint32_t)(tc_splitmix64(&s) % 3);
+                    else /* smooth with noise: MED / GRAD */
+                        v = x + 2 * y + (uint32_t)(tc_splitmix64(&s) % 9);
+                    px[((size_t)y * 300 + x) * C + c] = (uint8_t)v;
+                }
+        size_t n;
+        uint8_t *f = encode_or_fail(&info, px, 0, -1, &n);
+        unsigned counts[256] = {0};
+        cr_assert_eq(th_plane_modes(f, n, counts), 0);
+        cr_assert_gt(counts[L3_PLANE_LEFT2] + counts[L3_PLANE_LEFT2 | L3_PLANE_SHORT], 0,
+                     "color %u: no LEFT2 plane", color);
+        size_t raw = l3_decoded_size(&info, 0);
+        parity(f, n, raw, "LEFT2 image");
+        struct l3_layout lay;
+        cr_assert_eq(l3_read_layout(f, n, NULL, &lay, NULL), L3_OK);
+        uint8_t *g = malloc(n);
+        for (int trial = 0; trial < 150; trial++) {
+            memcpy(g, f, n);
+            size_t pos = lay.header_size + tc_splitmix64(&s) % lay.payload_size;
+            g[pos] ^= (uint8_t)(1u << (tc_splitmix64(&s) % 8));
+            char what[64];
+            snprintf(what, sizeof what, "LEFT2 color %u trial %d at %zu", color, trial, pos);
+            parity(g, n, raw, what);
+        }
+        free(g);
+        free(px);
         l3_free(f);
     }
 }
