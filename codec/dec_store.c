@@ -132,12 +132,30 @@ static void store16(const struct l3_tile_out *t, uint8_t *o, size_t stride)
     }
 }
 
+/* Asks for the cache lines of the image rows that the tile to the right of
+ * t will be stored into (the next tile of a batch, mostly): a tile's rows
+ * are far apart in the image, so the stores would wait for each line in
+ * turn. A hint only. */
+static void prefetch_right(const struct l3_store *s, const struct l3_tile_out *t, size_t sb)
+{
+    size_t tb = (size_t)t->w * t->channels * sb, at = (size_t)t->x0 * t->channels * sb + tb;
+    if (at >= s->row_bytes)
+        return;
+    if (tb > s->row_bytes - at)
+        tb = s->row_bytes - at;
+    const uint8_t *r = s->out + (size_t)t->y0 * s->stride + at;
+    for (uint32_t y = 0; y < t->h; y++, r += s->stride)
+        for (size_t b = 0; b < tb; b += 64)
+            __builtin_prefetch(r + b, 1, 3);
+}
+
 int l3_store_tile(void *arg, unsigned worker, const struct l3_tile_out *t)
 {
     (void)worker;
     const struct l3_store *s = arg;
     size_t sb = t->bit_depth > 8 ? 2 : 1;
     uint8_t *o = s->out + (size_t)t->y0 * s->stride + (size_t)t->x0 * t->channels * sb;
+    prefetch_right(s, t, sb);
     if (sb == 1)
         store8(t, o, s->stride);
     else

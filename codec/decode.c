@@ -11,7 +11,7 @@
 static int run(const uint8_t *data, size_t size, const struct l3_hdr *hdr, uint32_t flags,
                uint8_t *out, size_t stride, unsigned threads, size_t mem_left)
 {
-    struct l3_store s = {out, stride};
+    struct l3_store s = {out, stride, l3_row_bytes(&hdr->info)};
     return l3_dec_tiles(data, size, hdr, flags, threads, mem_left, out ? l3_store_tile : NULL,
                         &s);
 }

@@ -101,6 +101,7 @@ int l3_dec_tiles(const uint8_t *data, size_t size, const struct l3_hdr *hdr, uin
 struct l3_store {
     uint8_t *out;
     size_t stride;
+    size_t row_bytes; /* bytes of one image row's samples (l3_row_bytes) */
 };
 int l3_store_tile(void *arg, unsigned worker, const struct l3_tile_out *tile);
 
