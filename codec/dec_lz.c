@@ -14,8 +14,9 @@
  * grows by D per period, so dst[i] = dst[i - t*d] + t*D with t*d >= 16:
  * the first t*d - d samples are written one by one, the rest 16 at a time.
  * A 16-byte store may run past the end of a piece into samples that are
- * decoded later (never past the plane). Literal runs are Rice-decoded one
- * sample at a time, two codes per refill.
+ * decoded later (never past the plane). Literal runs are Rice-decoded into
+ * the plane first (two codes per refill), then turned into samples 16 at a
+ * time inside a row: unzigzag and a prefix sum on the sample before.
  *
  * As the lane decoder does, this one is optimistic: any anomaly (a check of
  * docs/FORMAT.md 6.6 failing, bits read past the stream's end) makes it
@@ -35,6 +36,15 @@
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(L3_NO_SIMD)
 #define HAVE_SSE2_COPY 1
 #include <emmintrin.h>
+#endif
+
+/* The Rice loop once more for CPUs with BMI2 (shifts by a register without
+ * the CL register, tzcnt), chosen at load time (GNU ifunc, as L3_CLONES). */
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(L3_NO_CLONES)
+#define BMI2_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define BMI2_CLONES
 #endif
 
 int l3_lz_fast_ok(uint32_t mode, unsigned depth, const uint8_t *stream, uint32_t len,
@@ -92,15 +102,14 @@ static inline uint32_t symbol(struct rd *r, uint32_t prev)
     return take(r, 5);
 }
 
-/* FORMAT.md 6.3 with mk = 2^k - 1; needs 16 + depth bits. */
+/* FORMAT.md 6.3 with mk = 2^k - 1; needs 16 + depth bits. The window moves
+ * once per code (q + 1 + k bits), off the value's own shifts. */
 static inline uint32_t rice(struct rd *r, unsigned k, uint32_t mk, unsigned depth)
 {
     unsigned q = l3_ctz64(r->bits | (1u << L3_ESCAPE));
     if (q < L3_ESCAPE) {
-        uint64_t b = r->bits >> (q + 1);
-        uint32_t v = (q << k) | ((uint32_t)b & mk);
-        r->bits = b >> k;
-        r->n -= q + 1 + k;
+        uint32_t v = (q << k) | ((uint32_t)(r->bits >> (q + 1)) & mk);
+        skip(r, q + 1 + k);
         return v;
     }
     skip(r, L3_ESCAPE);
@@ -170,50 +179,82 @@ static inline void copy_add(uint8_t *o, uint32_t dist, uint32_t L, uint32_t D, u
 /* A literal run's Rice-coded values (FORMAT.md 6.7: groups of gs, the
  * symbol carried in *sym) into o[0 .. run), as bytes; *bad collects every
  * value (one >= 2^depth is invalid). 0 on a symbol out of range. */
+BMI2_CLONES
 static int lit_values(struct rd *r, uint8_t *o, uint32_t run, uint32_t gs, unsigned depth,
-                      uint32_t *sym, uint32_t *bad)
+                      uint32_t *sym, uint32_t *bad, const uint8_t *lim)
 {
     const uint32_t maxsym = depth + 1;
+    struct rd rr = *r; /* in registers: the byte stores below may alias *r */
     uint32_t s = *sym, b = 0;
     for (uint32_t i0 = 0; i0 < run; i0 += gs) {
         const uint32_t g = run - i0 < gs ? run - i0 : gs;
         uint8_t *q = o + i0;
-        refill(r);
-        s = symbol(r, s);
+        refill(&rr);
+        s = symbol(&rr, s);
         if (s > maxsym)
             return 0;
-        if (s == 0) {
-            memset(q, 0, g);
+        if (s == 0) { /* 16 bytes where the plane has them: past g is decoded later */
+            static const uint8_t zero[16];
+            if (q + 16 <= lim)
+                memcpy(q, zero, 16);
+            else
+                memset(q, 0, g);
             continue;
         }
         const unsigned k = s - 1;
         const uint32_t mk = (1u << k) - 1;
         uint32_t i = 0;
         for (; i + 2 <= g; i += 2) { /* two codes of <= 24 bits per refill */
-            refill(r);
-            uint32_t v0 = rice(r, k, mk, depth);
-            uint32_t v1 = rice(r, k, mk, depth);
+            refill(&rr);
+            uint32_t v0 = rice(&rr, k, mk, depth);
+            uint32_t v1 = rice(&rr, k, mk, depth);
             b |= v0 | v1;
             q[i] = (uint8_t)v0;
             q[i + 1] = (uint8_t)v1;
         }
         if (i < g) {
-            refill(r);
-            uint32_t v = rice(r, k, mk, depth);
+            refill(&rr);
+            uint32_t v = rice(&rr, k, mk, depth);
             b |= v;
             q[i] = (uint8_t)v;
         }
     }
+    *r = rr;
     *sym = s;
     *bad |= b;
     return 1;
 }
 
+#ifdef HAVE_SSE2_COPY
+/* 16 samples from 16 zigzag values: the prefix sums of the residuals on the
+ * sample before them (c, in every byte), modulo 2^depth. */
+static inline __m128i prefix16(__m128i v, __m128i c, __m128i m)
+{
+    const __m128i one = _mm_set1_epi8(1), low7 = _mm_set1_epi8(0x7f);
+    __m128i r = _mm_xor_si128(_mm_and_si128(_mm_srli_epi16(v, 1), low7),
+                              _mm_sub_epi8(_mm_setzero_si128(), _mm_and_si128(v, one)));
+    r = _mm_add_epi8(r, _mm_slli_si128(r, 1));
+    r = _mm_add_epi8(r, _mm_slli_si128(r, 2));
+    r = _mm_add_epi8(r, _mm_slli_si128(r, 4));
+    r = _mm_add_epi8(r, _mm_slli_si128(r, 8));
+    return _mm_and_si128(_mm_add_epi8(r, c), m);
+}
+
+/* Byte 15 of x in every byte. */
+static inline __m128i last_byte(__m128i x)
+{
+    __m128i t = _mm_shufflehi_epi16(_mm_unpackhi_epi8(x, x), 0xff);
+    return _mm_unpackhi_epi64(t, t);
+}
+#endif
+
 /* The run's values in o[0 .. run) (positions pos .. pos + run of the plane)
- * into samples: LEFT prediction plus the zigzag residual. *x: column of
- * pos; *last: the sample at pos - 1. */
+ * into samples: LEFT prediction plus the zigzag residual, 16 at a time
+ * (prefix sums) inside a row. *x: column of pos; *last: the sample at
+ * pos - 1. Stores may run past the run's end up to lim (never into its own
+ * values of the next row). */
 static void lit_samples(uint8_t *dst, uint32_t pos, uint32_t run, uint32_t w, uint32_t mask,
-                        uint32_t *x, uint32_t *last)
+                        uint32_t *x, uint32_t *last, const uint8_t *lim)
 {
     uint32_t c = *x, a = *last;
     uint8_t *o = dst + pos;
@@ -221,7 +262,23 @@ static void lit_samples(uint8_t *dst, uint32_t pos, uint32_t run, uint32_t w, ui
         if (c == 0) /* column 0: the sample above */
             a = (size_t)(o - dst) >= w ? o[-(ptrdiff_t)w] : 0;
         uint32_t m = w - c < run ? w - c : run; /* the rest of this row */
-        for (uint32_t i = 0; i < m; i++) {
+        uint32_t i = 0;
+#ifdef HAVE_SSE2_COPY
+        /* the last piece of the run may store whole chunks past its end */
+        uint32_t vend = m == run && o + ((m + 15) & ~15u) <= lim ? m : m & ~15u;
+        if (vend) {
+            const __m128i mv = _mm_set1_epi8((char)mask);
+            __m128i cv = _mm_set1_epi8((char)a);
+            for (; i < vend; i += 16) {
+                __m128i y = prefix16(_mm_loadu_si128((const __m128i *)(const void *)(o + i)),
+                                     cv, mv);
+                _mm_storeu_si128((__m128i *)(void *)(o + i), y);
+                cv = last_byte(y);
+            }
+            a = o[(i < m ? i : m) - 1];
+        }
+#endif
+        for (; i < m; i++) {
             a = (a + l3_unzigzag(o[i])) & mask;
             o[i] = (uint8_t)a;
         }
@@ -253,9 +310,9 @@ int l3_lz_decode_u8(const uint8_t *s, uint32_t len, uint32_t mode, uint32_t w, u
         if (ebad || run > n - pos)
             return 0;
         if (run) {
-            if (!lit_values(&r, dst + pos, run, gs, depth, &sym, &bad))
+            if (!lit_values(&r, dst + pos, run, gs, depth, &sym, &bad, lim))
                 return 0;
-            lit_samples(dst, pos, run, w, mask, &x, &last);
+            lit_samples(dst, pos, run, w, mask, &x, &last, lim);
             pos += run;
         }
         if (pos == n)
