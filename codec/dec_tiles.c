@@ -265,6 +265,12 @@ int l3_dec_tiles(const uint8_t *data, size_t size, const struct l3_hdr *hdr, uin
     d.tiles_y = info->tiles_y;
     d.fx = info->width / info->tile_width;
     d.fy = info->height / info->tile_height;
+    /* several threads: at least 16 batches of full tiles each where the image
+     * has the tiles (batches of 8 at the least), so that the last batches of
+     * an image leave no thread idle for long */
+    const uint64_t want = 16ull * l3_thread_count(threads, 0);
+    while (threads > 1 && d.per_batch > 8 && (uint64_t)d.fx * d.fy < want * d.per_batch)
+        d.per_batch -= 8;
     uint32_t rx = d.tiles_x - d.fx, ry = d.tiles_y - d.fy; /* 0 or 1 */
     uint64_t pb = d.per_batch;
     d.nbatch[0] = ((uint64_t)d.fx * d.fy + pb - 1) / pb;
