@@ -129,6 +129,16 @@ int th_roundtrip(const struct l3_info *info, const void *px,
     return 0;
 }
 
+int th_encode(const struct l3_info *info, const void *px, uint32_t tile, int effort,
+              void **out_ret, size_t *n_ret)
+{
+    struct l3_encode_options eo = {0};
+    eo.tile_width = eo.tile_height = tile;
+    eo.effort = effort;
+    *out_ret = NULL;
+    return l3_encode(info, px, 0, &eo, out_ret, n_ret);
+}
+
 int th_plane_modes(const void *l3, size_t n, unsigned counts[256])
 {
     struct l3_layout lay;

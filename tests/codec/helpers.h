@@ -36,6 +36,12 @@ void *th_lz_image(const struct l3_info *info, uint64_t seed);
  * row on a curved ramp. */
 void th_kind_image(int which, uint8_t *px);
 
+/* l3_encode of px with tile x tile tiles (0: the default) at the given
+ * effort, default options otherwise; returns its status, the file in
+ * *out_ret (malloc'd) and its size in *n_ret. */
+int th_encode(const struct l3_info *info, const void *px, uint32_t tile, int effort,
+              void **out_ret, size_t *n_ret);
+
 /* Encodes, checks read_info/verify, decodes (1 thread and `threads`) and
  * compares with the input; returns 0 on success, else a non-zero code and
  * a message in msg. The encoded file is returned when out_ret != NULL. */

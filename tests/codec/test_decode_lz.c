@@ -138,18 +138,6 @@ static void check_file_planes(const uint8_t *f, size_t n, const char *name, uint
     }
 }
 
-static uint8_t *encode(const struct l3_info *info, const void *px, uint32_t tile, int effort,
-                       size_t *n)
-{
-    struct l3_encode_options eo = {0};
-    eo.tile_width = eo.tile_height = tile;
-    eo.effort = effort;
-    void *out = NULL;
-    int st = l3_encode(info, px, 0, &eo, &out, n);
-    cr_assert_eq(st, L3_OK, "encode: %s", l3_strerror(st));
-    return out;
-}
-
 /* Whole files: l3_decode with and without L3_DECODE_SCALAR, 1 and 2
  * threads, same status and samples. */
 static void parity(const uint8_t *f, size_t n, size_t raw, const char *what)
@@ -192,7 +180,9 @@ Test(decode_lz, fast_planes_match_reference)
             th_info(&info, cases[c].color, cases[c].depth, cases[c].w, cases[c].h);
             void *px = img ? th_lz_image(&info, 7 + c) : lz_texture_image(&info, 3 + c);
             size_t n;
-            uint8_t *f = encode(&info, px, cases[c].tile, cases[c].effort, &n);
+            void *f;
+            int st = th_encode(&info, px, cases[c].tile, cases[c].effort, &f, &n);
+            cr_assert_eq(st, L3_OK, "encode: %s", l3_strerror(st));
             char name[96];
             snprintf(name, sizeof name, "case %zu image %d (color %u depth %u)", c, img,
                      cases[c].color, cases[c].depth);
@@ -217,7 +207,9 @@ Test(decode_lz, corrupt_files_same_status)
     th_info(&info, L3_COLOR_RGB, 8, 190, 140);
     void *px = lz_texture_image(&info, 42);
     size_t n;
-    uint8_t *f = encode(&info, px, 64, 0, &n);
+    void *f;
+    int st = th_encode(&info, px, 64, 0, &f, &n);
+    cr_assert_eq(st, L3_OK, "encode: %s", l3_strerror(st));
     unsigned counts[256] = {0};
     cr_assert_eq(th_plane_modes(f, n, counts), 0);
     cr_assert_gt(th_lz_planes(counts, L3_PLANE_LEFT), 10);

@@ -100,11 +100,8 @@ static void check_tiles(const void *f, size_t n, unsigned threads, uint32_t flag
 static void *encode_or_fail(const struct l3_info *info, const void *px, uint32_t tile,
                             int effort, size_t *n)
 {
-    struct l3_encode_options eo = {0};
-    eo.tile_width = eo.tile_height = tile;
-    eo.effort = effort;
-    void *out = NULL;
-    int st = l3_encode(info, px, 0, &eo, &out, n);
+    void *out;
+    int st = th_encode(info, px, tile, effort, &out, n);
     cr_assert_eq(st, L3_OK, "encode: %s", l3_strerror(st));
     return out;
 }
