@@ -12,9 +12,10 @@
  * the source's residual), the rest as src + D, 16 bytes at a time (SSE2) when
  * the distance is 16 or more. A shorter distance d repeats a pattern that
  * grows by D per period, so dst[i] = dst[i - t*d] + t*D with t*d >= 16:
- * the first t*d - d samples are written one by one, the rest 16 at a time.
- * A 16-byte store may run past the end of a piece into samples that are
- * decoded later (never past the plane). Literal runs are Rice-decoded into
+ * the first t*d - d samples are written one by one, the rest 16 at a time
+ * (a piece of up to 64 samples as 64 bytes, so that its varying length is
+ * no branch to predict). Stores may run past the end of a piece into samples
+ * that are decoded later (never past the plane). Literal runs are Rice-decoded into
  * the plane first (two codes per refill), then turned into samples 16 at a
  * time inside a row: unzigzag and a prefix sum on the sample before.
  *
@@ -93,13 +94,13 @@ static inline uint32_t take(struct rd *r, unsigned k)
 /* FORMAT.md 6.2; needs 8 bits. A result above depth + 1 is invalid. */
 static inline uint32_t symbol(struct rd *r, uint32_t prev)
 {
-    unsigned t = l3_ctz64(r->bits | 8);
-    if (t < 3) {
-        skip(r, t + 1);
-        return t == 0 ? prev : t == 1 ? prev + 1 : prev - 1;
-    }
-    skip(r, 3);
-    return take(r, 5);
+    /* without branches: the symbol changes from group to group */
+    const unsigned t = l3_ctz64(r->bits | 8);
+    const uint32_t lit = (uint32_t)(r->bits >> 3) & 31;
+    const uint32_t near = prev + (t == 1) - (t == 2);
+    const int small = t < 3;
+    skip(r, small ? t + 1 : 8);
+    return small ? near : lit;
 }
 
 /* FORMAT.md 6.3 with mk = 2^k - 1; needs 16 + depth bits. The window moves
@@ -107,7 +108,7 @@ static inline uint32_t symbol(struct rd *r, uint32_t prev)
 static inline uint32_t rice(struct rd *r, unsigned k, uint32_t mk, unsigned depth)
 {
     unsigned q = l3_ctz64(r->bits | (1u << L3_ESCAPE));
-    if (q < L3_ESCAPE) {
+    if (__builtin_expect(q < L3_ESCAPE, 1)) { /* escapes are rare */
         uint32_t v = (q << k) | ((uint32_t)(r->bits >> (q + 1)) & mk);
         skip(r, q + 1 + k);
         return v;
@@ -129,14 +130,24 @@ static inline uint32_t eg(struct rd *r, unsigned k, uint32_t *bad)
 
 /* o[i] = (s[i] + D) & mask for i < L, in order (o = s + dist, dist >= 16,
  * so every 16 source bytes are final before they are read); stores may
- * write up to 15 bytes past o + L, which must lie before lim. */
+ * write up to 63 bytes past o + L, which must lie before lim. */
 static inline void copy_add_far(uint8_t *o, const uint8_t *s, uint32_t L, uint32_t D,
                                 uint32_t mask, const uint8_t *lim)
 {
     uint32_t i = 0;
 #ifdef HAVE_SSE2_COPY
+    const __m128i d = _mm_set1_epi8((char)D), m = _mm_set1_epi8((char)mask);
+    if (L <= 64 && o + 64 <= lim) {
+        /* a piece of a row of a 64-wide tile, mostly: 64 bytes, with no
+         * loop exit to predict (the piece lengths vary) */
+        for (; i < 64; i += 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+            v = _mm_and_si128(_mm_add_epi8(v, d), m);
+            _mm_storeu_si128((__m128i *)(void *)(o + i), v);
+        }
+        return;
+    }
     if (o + ((L + 15) & ~15u) <= lim) {
-        const __m128i d = _mm_set1_epi8((char)D), m = _mm_set1_epi8((char)mask);
         for (; i < L; i += 16) {
             __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
             v = _mm_and_si128(_mm_add_epi8(v, d), m);
@@ -173,7 +184,8 @@ static inline void copy_add(uint8_t *o, uint32_t dist, uint32_t L, uint32_t D, u
             add += D;
         }
     }
-    copy_add_far(o + pro, o + pro - t * dist, L - pro, (t * D) & mask, mask, lim);
+    if (pro < L) /* (a piece shorter than that has no source at t * dist) */
+        copy_add_far(o + pro, o + pro - t * dist, L - pro, (t * D) & mask, mask, lim);
 }
 
 /* A literal run's Rice-coded values (FORMAT.md 6.7: groups of gs, the
@@ -204,6 +216,18 @@ static int lit_values(struct rd *r, uint8_t *o, uint32_t run, uint32_t gs, unsig
         const unsigned k = s - 1;
         const uint32_t mk = (1u << k) - 1;
         uint32_t i = 0;
+        if (g == L3_GROUP) { /* a whole group: no loop exit to predict */
+#pragma GCC unroll 8
+            for (unsigned u = 0; u < L3_GROUP; u += 2) {
+                refill(&rr);
+                uint32_t v0 = rice(&rr, k, mk, depth);
+                uint32_t v1 = rice(&rr, k, mk, depth);
+                b |= v0 | v1;
+                q[u] = (uint8_t)v0;
+                q[u + 1] = (uint8_t)v1;
+            }
+            continue;
+        }
         for (; i + 2 <= g; i += 2) { /* two codes of <= 24 bits per refill */
             refill(&rr);
             uint32_t v0 = rice(&rr, k, mk, depth);
