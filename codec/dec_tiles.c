@@ -25,11 +25,14 @@ struct dec_tiles {
     size_t size;
     const uint8_t *payload;
     uint32_t depth, planes, area;  /* area: tile_width * tile_height */
-    uint32_t per_batch;            /* tiles per batch */
+    uint32_t per_batch;            /* tiles per batch (at most) */
+    uint32_t tail_batch;           /* ... in the tail of full tiles */
     /* tile grid split into classes of equal tile size */
     uint32_t fx, fy;       /* full tiles per row / column */
     uint32_t tiles_x, tiles_y;
-    uint64_t nbatch[4];    /* batches per class: full, right column, bottom row, corner */
+    uint64_t nbatch[5];    /* batches per class: full, right column, bottom row, corner,
+                              the tail of the full tiles */
+    uint64_t head;         /* full tiles in class 0 (the rest are the tail) */
     int simd;              /* the SIMD lane decoder may be used */
     int fast;              /* the fast decoders of dec_lz.c may be used */
     int avx512;            /* ... in its AVX-512 build */
@@ -39,34 +42,43 @@ struct dec_tiles {
     size_t scratch_per;
 };
 
+/* Full tiles first .. end (row-major among themselves), at most pb of them. */
+static uint32_t full_tiles(const struct dec_tiles *d, uint64_t first, uint64_t end, uint32_t pb,
+                           uint32_t tile[BATCH_MAX])
+{
+    uint32_t n = 0;
+    for (uint64_t k = first; k < end && n < pb; k++, n++)
+        tile[n] = (uint32_t)((k / d->fx) * d->tiles_x + k % d->fx);
+    return n;
+}
+
 /* Tile indices of batch b; returns how many. */
 static uint32_t batch_tiles(const struct dec_tiles *d, uint64_t b, uint32_t tile[BATCH_MAX])
 {
-    uint32_t pb = d->per_batch, n = 0;
-    uint64_t first;
-    if (b < d->nbatch[0]) { /* full tiles, row-major among themselves */
-        uint64_t total = (uint64_t)d->fx * d->fy;
-        first = b * pb;
-        for (uint64_t k = first; k < total && n < pb; k++, n++)
-            tile[n] = (uint32_t)((k / d->fx) * d->tiles_x + k % d->fx);
-        return n;
-    }
+    const uint32_t pb = d->per_batch;
+    uint32_t n = 0;
+    if (b < d->nbatch[0]) /* full tiles before the tail */
+        return full_tiles(d, b * pb, d->head, pb, tile);
     b -= d->nbatch[0];
     if (b < d->nbatch[1]) { /* right column: x = fx, rows 0..fy-1 */
-        first = b * pb;
-        for (uint64_t k = first; k < d->fy && n < pb; k++, n++)
+        for (uint64_t k = b * pb; k < d->fy && n < pb; k++, n++)
             tile[n] = (uint32_t)(k * d->tiles_x + d->fx);
         return n;
     }
     b -= d->nbatch[1];
     if (b < d->nbatch[2]) { /* bottom row: y = fy, columns 0..fx-1 */
-        first = b * pb;
-        for (uint64_t k = first; k < d->fx && n < pb; k++, n++)
+        for (uint64_t k = b * pb; k < d->fx && n < pb; k++, n++)
             tile[n] = (uint32_t)((uint64_t)d->fy * d->tiles_x + k);
         return n;
     }
-    tile[0] = (uint32_t)((uint64_t)d->fy * d->tiles_x + d->fx); /* corner */
-    return 1;
+    b -= d->nbatch[2];
+    if (b < d->nbatch[3]) {
+        tile[0] = (uint32_t)((uint64_t)d->fy * d->tiles_x + d->fx); /* corner */
+        return 1;
+    }
+    b -= d->nbatch[3]; /* the tail: the last full tiles in small batches */
+    return full_tiles(d, d->head + b * d->tail_batch, (uint64_t)d->fx * d->fy, d->tail_batch,
+                      tile);
 }
 
 /* Narrows a decoded uint16 plane to bytes (depth <= 8). */
@@ -265,19 +277,28 @@ int l3_dec_tiles(const uint8_t *data, size_t size, const struct l3_hdr *hdr, uin
     d.tiles_y = info->tiles_y;
     d.fx = info->width / info->tile_width;
     d.fy = info->height / info->tile_height;
-    /* several threads: at least 16 batches of full tiles each where the image
-     * has the tiles (batches of 8 at the least), so that the last batches of
-     * an image leave no thread idle for long */
-    const uint64_t want = 16ull * l3_thread_count(threads, 0);
-    while (threads > 1 && d.per_batch > 8 && (uint64_t)d.fx * d.fy < want * d.per_batch)
-        d.per_batch -= 8;
+    /* Several threads share the batches in order (l3_parallel_tiles): whole
+     * batches first (the lane decoder is most efficient on full calls), the
+     * edge tiles, then a tail of the full tiles in batches of 8, at least
+     * two whole batches per thread of them, so that a thread that finds no
+     * whole batch left still has work while the others finish theirs, and
+     * the last batch to finish is a small one. (Shrinking every batch
+     * instead costs lane-decoder efficiency on the whole image.) */
+    const uint64_t full = (uint64_t)d.fx * d.fy;
+    const unsigned nt = l3_thread_count(threads, 0);
+    d.tail_batch = d.per_batch > 8 ? 8 : d.per_batch;
+    uint64_t tail = nt > 1 ? 2ull * nt * d.per_batch : 0;
+    if (tail > full)
+        tail = full;
+    d.head = full - tail;
     uint32_t rx = d.tiles_x - d.fx, ry = d.tiles_y - d.fy; /* 0 or 1 */
     uint64_t pb = d.per_batch;
-    d.nbatch[0] = ((uint64_t)d.fx * d.fy + pb - 1) / pb;
+    d.nbatch[0] = (d.head + pb - 1) / pb;
     d.nbatch[1] = rx ? (d.fy + pb - 1) / pb : 0;
     d.nbatch[2] = ry ? (d.fx + pb - 1) / pb : 0;
     d.nbatch[3] = rx && ry;
-    uint64_t batches = d.nbatch[0] + d.nbatch[1] + d.nbatch[2] + d.nbatch[3];
+    d.nbatch[4] = (tail + d.tail_batch - 1) / d.tail_batch;
+    uint64_t batches = d.nbatch[0] + d.nbatch[1] + d.nbatch[2] + d.nbatch[3] + d.nbatch[4];
 
     threads = l3_thread_count(threads, batches);
     d.scratch_per = scratch_size(d.per_batch, d.planes, d.area, info->tile_width);

@@ -125,6 +125,32 @@ Test(decode_tiles, every_model_depth_and_edge)
             }
 }
 
+/* With several threads the full tiles are cut into whole batches and a tail
+ * of small ones, the edge tiles in between (dec_tiles.c): images with all
+ * three, for 1, 2 and 4 planes (24 to 48 tiles per whole batch). */
+Test(decode_tiles, batches_head_edges_and_tail)
+{
+    static const struct {
+        unsigned color;
+        uint32_t w, h, tile;
+    } cases[] = {
+        {L3_COLOR_GRAY, 300, 290, 16}, /* 18 x 18 full tiles, 48 a batch */
+        {L3_COLOR_RGB, 520, 330, 32},  /* 16 x 10, 24 a batch */
+        {L3_COLOR_RGBA, 333, 200, 16}, /* 20 x 12, 24 a batch */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct l3_info info;
+        th_info(&info, cases[c].color, 8, cases[c].w, cases[c].h);
+        void *px = th_image(&info, TH_MIXED, 40 + c, NULL);
+        size_t n;
+        void *f = encode_or_fail(&info, px, cases[c].tile, 0, &n);
+        for (unsigned threads = 1; threads <= 4; threads++)
+            check_tiles(f, n, threads, 0);
+        free(px);
+        l3_free(f);
+    }
+}
+
 static int stop_at_third(void *arg, unsigned worker, const struct l3_tile_out *t)
 {
     (void)worker, (void)t;
