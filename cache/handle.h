@@ -12,8 +12,10 @@
  *   mapped.c    hashing an object in memory on a mapping, safe against SIGBUS
  *   verified.c  which objects were checked whole and have not changed or left
  *               the page cache since (mincore): what an open must check
- *   ranges.c    range checksums (an extended attribute): a read checked on
- *               the chunks it touches
+ *   ranges.c    range checksums (an extended attribute): store, load, match
+ *   reader.c    checked reads of one descriptor: the checksums loaded once,
+ *               each read checked on the chunks it touches, two verified
+ *               buffers (read ahead for sequential readers)
  *   claim.c     claims on a key shared through the directory, so that
  *               processes and hosts sharing it encode each key once
  *   get.c       l3cache_get: hit path, single flight, encode and store
@@ -72,6 +74,14 @@ struct claim {
     char rel[64];
 };
 
+/* A buffer kept for the next reader (reader.c). */
+struct pool_buf {
+    void *buf;
+    size_t cap;
+};
+#define L3CACHE_POOL 16               /* buffers kept, */
+#define L3CACHE_POOL_MAX (2u << 20)   /* each of at most this many bytes */
+
 enum verify_mode { VERIFY_AUTO = 0, VERIFY_ALWAYS = 1, VERIFY_TRUST = 2 };
 
 struct l3cache {
@@ -107,6 +117,10 @@ struct l3cache {
     struct vslot *verified;     /* [mu] L3CACHE_VSLOTS entries */
     struct claim *claims;       /* [mu] claims this process holds */
     uint64_t objects, object_bytes; /* [mu] estimate: last scan + own writes */
+
+    pthread_mutex_t pool_mu;    /* the buffers of readers that were freed: */
+    struct pool_buf pool[L3CACHE_POOL]; /* [pool_mu] reused by the next readers' */
+    int npool;                  /* [pool_mu] fills (no fresh pages to fault in) */
 
     pthread_mutex_t scan_mu;    /* one walk of objects/ at a time */
     pthread_cond_t bg_cv;
@@ -167,6 +181,9 @@ int object_memory_fd(struct l3cache *c, const void *data, size_t size);
  * checked now or known checked and unchanged and resident; 1 corrupt; -errno. */
 int verified_ready(struct l3cache *c, const struct l3cache_key *key, int fd,
                    const struct stat *st);
+/* l3cache_read_ready with the descriptor's fstat st already taken. */
+int read_ready_st(struct l3cache *c, const struct l3cache_key *key, int fd, const void *map,
+                  const struct stat *st, uint64_t off, uint64_t len);
 /* 1 when every page of [off, off+len) of the file (mapped at map, or mapped
  * for the call when map is NULL; size bytes long) is in the page cache. */
 int pages_resident(int fd, const void *map, uint64_t size, uint64_t off, uint64_t len);
@@ -196,6 +213,13 @@ int ranges_store(int fd, const struct l3cache_key *key, const void *data, size_t
 int ranges_load(int fd, const struct l3cache_key *key, uint64_t size, struct ranges *r);
 /* 1 when fd carries valid range checksums for key and size. */
 int ranges_present(int fd, const struct l3cache_key *key, uint64_t size);
+/* A buffer of at least need bytes from the pool (or NULL: allocate one). */
+void pool_get(struct l3cache *c, size_t need, void **buf_ret, size_t *cap_ret);
+/* Keeps buf for a later pool_get, or frees it (the pool is full, buf too big). */
+void pool_put(struct l3cache *c, void *buf, size_t cap);
+/* 1 when the bytes [c0, c1) of the object (whole chunks; the last may end
+ * at the object's end) at buf match their checksums. */
+int ranges_match(const struct ranges *r, const uint8_t *buf, uint64_t c0, uint64_t c1);
 
 /* ---- claim.c ---- */
 enum claim_result { CLAIM_OWNED, CLAIM_STORED, CLAIM_NONE };

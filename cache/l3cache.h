@@ -181,6 +181,41 @@ ssize_t l3cache_read_checked(l3cache *cache, const struct l3cache_key *key, int 
                              const void *map, uint64_t off, size_t len,
                              struct l3cache_scratch *scratch, const void **data_ret);
 
+/* The read state of one object descriptor (obtained from l3cache_get or
+ * l3cache_open_key) for a caller that checks every read it serves (with
+ * L3CACHE_READ_CHECKS, as l3cache_read_checked does): the descriptor is
+ * stat'ed and its range checksums loaded once, at l3cache_reader_open; each
+ * read still reads the chunks it touches from the descriptor and hashes
+ * them, except where one of the reader's two buffers already holds them
+ * (checked when they were read: a read ahead, or a chunk larger than a
+ * read). Memory: at most two buffers of the largest read's chunks, freed by
+ * l3cache_reader_free. One reader may be used by any number of threads at
+ * once; the descriptor (and map) must stay open until it is freed.
+ * map: as for l3cache_read_ready, or NULL. 0 or -errno. */
+typedef struct l3cache_reader l3cache_reader;
+int l3cache_reader_open(l3cache *cache, const struct l3cache_key *key, int fd, const void *map,
+                        l3cache_reader **reader_ret);
+void l3cache_reader_free(l3cache_reader *reader);
+
+/* Where the bytes of a checked read are: valid until l3cache_reader_done. */
+struct l3cache_view {
+    const void *data;
+    int slot;           /* the reader's buffer holding them; -1: scratch */
+};
+/* A checked read of [off, off+len), as l3cache_read_checked describes it:
+ * n > 0 checked bytes at view_ret->data (serve them, then call
+ * l3cache_reader_done), 0 (serve from the descriptor), -EBADMSG (corrupt:
+ * removed if its name still points to it, counted once), -errno. */
+ssize_t l3cache_reader_read(l3cache_reader *reader, uint64_t off, size_t len,
+                            struct l3cache_scratch *scratch, struct l3cache_view *view_ret);
+/* The bytes of view are no longer used (their buffer may be refilled). */
+void l3cache_reader_done(l3cache_reader *reader, struct l3cache_view *view);
+/* After a read that ended at off has been answered: when the reader reads
+ * sequentially, reads and checks [off, off+len) into a free buffer now, so
+ * that the next read is served from it. A corrupt range is not reported here
+ * (the read that needs it reads it again and does). */
+void l3cache_reader_ahead(l3cache_reader *reader, uint64_t off, size_t len);
+
 /* Statistics. `instance` counts this handle since open; `total` is cumulative
  * for the directory (all processes, persisted).
  *

@@ -161,6 +161,7 @@ static struct l3cache *handle_new(const struct l3cache_options *opts,
     c->instance_id = l3cache_random_u64() | 1;
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->scan_mu, NULL);
+    pthread_mutex_init(&c->pool_mu, NULL);
     pthread_cond_init(&c->flight_cv, NULL);
     pthread_cond_init(&c->bg_cv, NULL);
     if (!c->dir || !c->verified) {
@@ -356,6 +357,9 @@ void l3cache_close(l3cache *c)
     }
     free(c->slots);
     free(c->verified);
+    for (int i = 0; i < c->npool; i++)
+        free(c->pool[i].buf);
+    pthread_mutex_destroy(&c->pool_mu);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->scan_mu);
     pthread_cond_destroy(&c->flight_cv);

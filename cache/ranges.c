@@ -2,9 +2,8 @@
  * a larger power of two for objects of more than RANGES_MAX chunks), the
  * XXH3-64 of each recorded when the object is stored, in an extended
  * attribute of the object file (docs/CACHE.md, "Range checksums"). A read is
- * then checked on the chunks it touches alone, read once into a buffer that
- * is hashed and then served itself: no read waits for the whole object, and
- * the bytes a reader gets are the bytes that were checked.
+ * then checked on the chunks it touches alone (reader.c): no read waits for
+ * the whole object.
  *
  * The attribute `user.l3cache.ranges`, little-endian, fixed-width fields:
  *
@@ -23,9 +22,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/xattr.h>
-#include <unistd.h>
 
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
@@ -123,82 +120,15 @@ int ranges_load(int fd, const struct l3cache_key *key, uint64_t size, struct ran
     return 0;
 }
 
-/* Chunks i0..i1 of [buf, ...) (the bytes of object offset i0 << log2 on)
- * against their checksums: 1 when all match. */
-static int chunks_match(const struct ranges *r, const uint8_t *buf, uint32_t i0, uint32_t i1)
+int ranges_match(const struct ranges *r, const uint8_t *buf, uint64_t c0, uint64_t c1)
 {
-    uint64_t chunk = (uint64_t)1 << r->log2, base = (uint64_t)i0 << r->log2;
-    for (uint32_t i = i0; i <= i1; i++) {
-        uint64_t o = (uint64_t)i << r->log2, len = r->size - o < chunk ? r->size - o : chunk;
-        if (XXH3_64bits(buf + (o - base), (size_t)len) != r->sum[i])
+    uint64_t chunk = (uint64_t)1 << r->log2;
+    for (uint64_t o = c0; o < c1; o += chunk) {
+        uint64_t len = c1 - o < chunk ? c1 - o : chunk;
+        if (XXH3_64bits(buf + (o - c0), (size_t)len) != r->sum[o >> r->log2])
             return 0;
     }
     return 1;
-}
-
-void l3cache_scratch_free(struct l3cache_scratch *scratch)
-{
-    if (scratch) {
-        free(scratch->buf);
-        scratch->buf = NULL;
-        scratch->cap = 0;
-    }
-}
-
-ssize_t l3cache_read_checked(l3cache *c, const struct l3cache_key *key, int fd, const void *map,
-                             uint64_t off, size_t len, struct l3cache_scratch *scratch,
-                             const void **data_ret)
-{
-    if (!c || !key || fd < 0 || !scratch || !data_ret)
-        return -EINVAL;
-    *data_ret = NULL;
-    if (c->verify != VERIFY_AUTO)
-        return 0; /* TRUST: never; ALWAYS: at every open */
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        return -errno;
-    uint64_t size = (uint64_t)st.st_size;
-    struct ranges *r = malloc(sizeof *r);
-    if (!r)
-        return -ENOMEM;
-    if (ranges_load(fd, key, size, r) != 0) { /* checked whole */
-        free(r);
-        return l3cache_read_ready(c, key, fd, map, off, len);
-    }
-    ssize_t ret = 0;
-    if (off >= size || len == 0)
-        goto out;
-    uint64_t end = size - off < len ? size : off + len;
-    uint32_t i0 = (uint32_t)(off >> r->log2), i1 = (uint32_t)((end - 1) >> r->log2);
-    uint64_t c0 = (uint64_t)i0 << r->log2, c1 = ((uint64_t)i1 + 1) << r->log2;
-    if (c1 > size)
-        c1 = size;
-    /* read once into a buffer that is checked and then served itself: what
-     * the reader gets is what was hashed, wherever its pages came from (the
-     * caller's scratch: no fresh pages to fault in at every read) */
-    size_t need = (size_t)(c1 - c0);
-    if (scratch->cap < need) {
-        void *nb = realloc(scratch->buf, need);
-        if (!nb) {
-            ret = -ENOMEM;
-            goto out;
-        }
-        scratch->buf = nb;
-        scratch->cap = need;
-    }
-    uint8_t *buf = scratch->buf;
-    ssize_t n = l3cache_pread_full(fd, buf, need, c0);
-    if (n < 0) {
-        ret = n;
-    } else if ((size_t)n != need || !chunks_match(r, buf, i0, i1)) {
-        ret = object_corrupt_fd(c, key, &st);
-    } else {
-        *data_ret = buf + (off - c0);
-        ret = (ssize_t)(end - off);
-    }
-out:
-    free(r);
-    return ret;
 }
 
 int ranges_present(int fd, const struct l3cache_key *key, uint64_t size)

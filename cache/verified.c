@@ -10,7 +10,7 @@
  * nothing is read. Identities checked are kept in a direct-mapped table; one
  * pushed out by another is simply checked again. An object with range
  * checksums read with L3CACHE_READ_CHECKS has nothing checked at open (its
- * attribute binds the size) and each read checked on its chunks (ranges.c).
+ * attribute binds the size) and each read checked on its chunks (reader.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -120,20 +120,28 @@ int verified_ready(struct l3cache *c, const struct l3cache_key *key, int fd,
     return check_now(c, fd, st);
 }
 
+int read_ready_st(struct l3cache *c, const struct l3cache_key *key, int fd, const void *map,
+                  const struct stat *st, uint64_t off, uint64_t len)
+{
+    if (c->verify != VERIFY_AUTO)
+        return 0; /* TRUST: never; ALWAYS: at every open */
+    if (verified_has(c, st) && pages_resident(fd, map, (uint64_t)st->st_size, off, len))
+        return 0;
+    int r = check_now(c, fd, st);
+    if (r <= 0)
+        return r;
+    return object_corrupt_fd(c, key, st);
+}
+
 int l3cache_read_ready(l3cache *c, const struct l3cache_key *key, int fd, const void *map,
                        uint64_t off, uint64_t len)
 {
     if (!c || !key || fd < 0)
         return -EINVAL;
     if (c->verify != VERIFY_AUTO)
-        return 0; /* TRUST: never; ALWAYS: at every open */
+        return 0;
     struct stat st;
     if (fstat(fd, &st) != 0)
         return -errno;
-    if (verified_has(c, &st) && pages_resident(fd, map, (uint64_t)st.st_size, off, len))
-        return 0;
-    int r = check_now(c, fd, &st);
-    if (r <= 0)
-        return r;
-    return object_corrupt_fd(c, key, &st);
+    return read_ready_st(c, key, fd, map, &st, off, len);
 }

@@ -27,19 +27,25 @@ static double timeout_for(struct l3fs_daemon *d, int kind)
     return kind == NK_L3 ? d->opts->timeout : d->opts->dir_timeout;
 }
 
-/* An open file. */
+/* The object an open .l3 serves: its descriptor, mapping (mincore) and
+ * checked-read state (l3cache_reader: range checksums loaded once). */
+struct fobj {
+    int fd;
+    void *map;               /* or NULL */
+    l3cache_reader *rd;
+};
+
 /* An open file. */
 struct fh {
-    int refs;            /* [atomic] release + control-file reads in flight */
+    int refs;            /* [atomic] release + reads in flight that use the handle after replying */
     struct node *node;   /* .l3: the node (alive while open) */
-    int fd;              /* [atomic] object / source file; -1 for control files */
+    int fd;              /* source files: the descriptor; -1 otherwise */
     int kind;
     uint64_t size;       /* .l3: object size */
     struct l3cache_key key; /* .l3: the object's key */
-    void *map;           /* [atomic] .l3: mapping of the object (mincore), or NULL */
+    struct fobj *obj;    /* [atomic] .l3: the object served now */
     pthread_mutex_t lock; /* .l3: a repair (a read found the object corrupt) */
-    int old_fd[4];       /* [lock] descriptors and mappings replaced by repairs, */
-    void *old_map[4];    /* [lock] closed at release (reads may still use them) */
+    struct fobj *old[4]; /* [lock] objects replaced by repairs, freed at release (reads may still use them) */
     int nold;            /* [lock] */
     char *buf;           /* control files: the snapshot */
     size_t len;
@@ -53,19 +59,47 @@ static void *map_object(int fd, uint64_t size)
     return m == MAP_FAILED ? NULL : m;
 }
 
+/* The object of descriptor fd (taken over: closed on failure too). */
+static struct fobj *fobj_new(struct l3fs_daemon *d, const struct l3cache_key *key, int fd,
+                             uint64_t size)
+{
+    struct fobj *o = calloc(1, sizeof *o);
+    if (!o) {
+        close(fd);
+        return NULL;
+    }
+    o->fd = fd;
+    o->map = map_object(fd, size);
+    if (l3cache_reader_open(d->cache, key, fd, o->map, &o->rd) != 0) {
+        if (o->map)
+            munmap(o->map, (size_t)size);
+        close(fd);
+        free(o);
+        return NULL;
+    }
+    return o;
+}
+
+static void fobj_free(struct fobj *o, uint64_t size)
+{
+    if (!o)
+        return;
+    l3cache_reader_free(o->rd);
+    if (o->map)
+        munmap(o->map, (size_t)size);
+    close(o->fd);
+    free(o);
+}
+
 static void fh_put(struct fh *h)
 {
     if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     if (h->fd >= 0)
         close(h->fd);
-    if (h->map)
-        munmap(h->map, (size_t)h->size);
-    for (int i = 0; i < h->nold; i++) {
-        close(h->old_fd[i]);
-        if (h->old_map[i])
-            munmap(h->old_map[i], (size_t)h->size);
-    }
+    fobj_free(h->obj, h->size);
+    for (int i = 0; i < h->nold; i++)
+        fobj_free(h->old[i], h->size);
     if (h->kind == NK_L3)
         pthread_mutex_destroy(&h->lock);
     free(h->buf);
@@ -73,36 +107,37 @@ static void fh_put(struct fh *h)
 }
 
 /* Before a read of a .l3: the bytes it serves are checked since they left
- * the disk (l3cache_read_checked); a corrupt object (-EBADMSG), or one whose
+ * the disk (l3cache_reader_read); a corrupt object (-EBADMSG), or one whose
  * descriptor fails (ENOENT, ESTALE: on a network filesystem another host
  * removed it before this host's open reached the server, as GlusterFS's
  * deferred opens allow), is replaced by a correct copy for this handle, whose
- * bytes are checked in turn. The descriptor to splice from (*n_ret 0), or
- * the checked bytes (*n_ret of them at *data_ret, inside scratch), or -EIO. */
+ * bytes are checked in turn. The object read (*obj_ret) and *n_ret: 0 (splice
+ * from its descriptor) or the count of checked bytes at view->data (call
+ * l3cache_reader_done when served); or -EIO. */
 static int fh_read(struct l3fs_daemon *d, struct fh *h, off_t off, size_t size,
-                   struct l3cache_scratch *scratch, const void **data_ret, ssize_t *n_ret)
+                   struct l3cache_scratch *scratch, struct l3cache_view *view, ssize_t *n_ret,
+                   struct fobj **obj_ret)
 {
     for (int attempt = 0;; attempt++) {
-        int fd = __atomic_load_n(&h->fd, __ATOMIC_ACQUIRE);
-        void *map = __atomic_load_n(&h->map, __ATOMIC_ACQUIRE);
-        ssize_t r = l3cache_read_checked(d->cache, &h->key, fd, map, (uint64_t)off, size,
-                                         scratch, data_ret);
+        struct fobj *o = __atomic_load_n(&h->obj, __ATOMIC_ACQUIRE);
+        ssize_t r = l3cache_reader_read(o->rd, (uint64_t)off, size, scratch, view);
         if (r >= 0) {
             *n_ret = r;
-            return fd;
+            *obj_ret = o;
+            return 0;
         }
         if (attempt == 2)
             return -EIO;
         pthread_mutex_lock(&h->lock);
         int ok = 1, nfd = -1;
-        if (__atomic_load_n(&h->fd, __ATOMIC_ACQUIRE) != fd) {
+        struct fobj *no;
+        if (__atomic_load_n(&h->obj, __ATOMIC_ACQUIRE) != o) {
             /* another read repaired it meanwhile */
         } else if (h->nold < 4 &&
-                   l3_reopen(d, h->node, &h->key, h->size, r == -EBADMSG, &nfd) == 0) {
-            h->old_fd[h->nold] = fd;
-            h->old_map[h->nold++] = map;
-            __atomic_store_n(&h->map, map_object(nfd, h->size), __ATOMIC_RELEASE);
-            __atomic_store_n(&h->fd, nfd, __ATOMIC_RELEASE);
+                   l3_reopen(d, h->node, &h->key, h->size, r == -EBADMSG, &nfd) == 0 &&
+                   (no = fobj_new(d, &h->key, nfd, h->size))) {
+            h->old[h->nold++] = o;
+            __atomic_store_n(&h->obj, no, __ATOMIC_RELEASE);
         } else {
             ok = 0;
         }
@@ -305,13 +340,16 @@ static int open_l3(struct l3fs_daemon *d, struct node *n, struct fh *h,
                    struct fuse_file_info *fi)
 {
     COUNT(d, l3_opens, 1);
-    int miss = 0, keep = 0;
-    int r = l3_open(d, n, &h->fd, &h->size, &h->key, &miss, &keep);
+    int miss = 0, keep = 0, fd = -1;
+    pthread_mutex_init(&h->lock, NULL);
+    int r = l3_open(d, n, &fd, &h->size, &h->key, &miss, &keep);
     if (r < 0)
         return r;
+    if (!(h->obj = fobj_new(d, &h->key, fd, h->size))) {
+        l3_closed(d, n);
+        return -ENOMEM;
+    }
     h->node = n;
-    pthread_mutex_init(&h->lock, NULL);
-    h->map = map_object(h->fd, h->size);
     if (miss)
         COUNT(d, l3_open_misses, 1);
     else
@@ -383,6 +421,16 @@ static struct l3cache_scratch *read_scratch(void)
     return s;
 }
 
+/* Replies with [off, off+size) of fd, spliced from the page cache. */
+static void splice_reply(fuse_req_t req, int fd, off_t off, size_t size)
+{
+    struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+    buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+    buf.buf[0].fd = fd;
+    buf.buf[0].pos = off;
+    fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
@@ -402,14 +450,16 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     int fd = h->fd;
     if (h->kind == NK_L3) {
         struct l3cache_scratch *scratch = read_scratch();
-        const void *data = NULL;
+        struct l3cache_view view;
+        struct fobj *o = NULL;
         ssize_t n = 0;
-        if (!scratch)
-            fd = -ENOMEM;
-        else
-            fd = fh_read(d, h, off, size, scratch, &data, &n);
-        if (fd < 0) {
-            fuse_reply_err(req, -fd);
+        /* held past the reply (RELEASE may come as soon as the kernel has
+         * it): the buffer it came from is handed back and read ahead after */
+        __atomic_add_fetch(&h->refs, 1, __ATOMIC_ACQ_REL);
+        int r = scratch ? fh_read(d, h, off, size, scratch, &view, &n, &o) : -ENOMEM;
+        if (r < 0) {
+            fuse_reply_err(req, -r);
+            fh_put(h);
             return;
         }
         if ((uint64_t)off < h->size) {
@@ -417,17 +467,21 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             COUNT(d, bytes_served, k < size ? k : size);
         }
         if (n > 0) { /* read for this reply and checked: these bytes */
-            fuse_reply_buf(req, data, (size_t)n);
+            fuse_reply_buf(req, view.data, (size_t)n);
+            l3cache_reader_done(o->rd, &view);
+            /* the next range of a sequential reader, checked while the
+             * kernel hands this reply over and asks for it */
+            l3cache_reader_ahead(o->rd, (uint64_t)off + (uint64_t)n, size);
+            fh_put(h);
             return;
         }
-    } else {
-        COUNT(d, passthrough_bytes, size); /* upper bound; the file may be shorter */
+        fd = o->fd;
+        splice_reply(req, fd, off, size);
+        fh_put(h);
+        return;
     }
-    struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
-    buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-    buf.buf[0].fd = fd;
-    buf.buf[0].pos = off;
-    fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+    COUNT(d, passthrough_bytes, size); /* upper bound; the file may be shorter */
+    splice_reply(req, fd, off, size);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -325,3 +325,151 @@ Test(ranges, chunk_size_grows_with_the_object)
     free(r);
     free(data);
 }
+
+/* ---- l3cache_reader: what a daemon keeps per open file (cache/reader.c) ---- */
+
+/* A read through rd that must succeed with the object's bytes from its own
+ * buffers or the scratch: returns the slot it was served from (-1: scratch). */
+static int reader_ok(l3cache_reader *rd, const struct obj *ob, struct l3cache_scratch *sc,
+                     uint64_t off, size_t len)
+{
+    struct l3cache_view v;
+    ssize_t n = l3cache_reader_read(rd, off, len, sc, &v);
+    size_t expect = off >= ob->size ? 0 : ob->size - off < len ? ob->size - off : len;
+    cr_assert_eq(n, (ssize_t)expect, "read at %llu: %zd", (unsigned long long)off, n);
+    cr_assert_eq(memcmp(v.data, ob->want + off, expect), 0, "bytes at %llu",
+                 (unsigned long long)off);
+    int slot = v.slot;
+    l3cache_reader_done(rd, &v);
+    cr_assert_null(v.data);
+    return slot;
+}
+
+/* A sequential reader: every read served with the object's bytes, those
+ * after the first from a buffer read ahead (nothing read twice); the range
+ * checksums are loaded once, at open. */
+Test(ranges, reader_reads_ahead_for_a_sequential_reader)
+{
+    l3cache *c = open_cache();
+    struct obj ob;
+    get_obj(c, "s.png", 400, 400, &ob); /* ~480 KB: 8 chunks */
+    l3cache_reader *rd;
+    cr_assert_eq(l3cache_reader_open(c, &ob.o.key, ob.o.fd, NULL, &rd), 0);
+    /* the attribute is gone now: the reader does not read it again */
+    cr_assert_eq(fremovexattr(ob.o.fd, XATTR), 0);
+    struct l3cache_scratch sc = {0};
+    size_t step = 2 * CHUNK;
+    int from_slots = 0, reads = 0;
+    for (uint64_t off = 0; off < ob.size; off += step, reads++) {
+        int slot = reader_ok(rd, &ob, &sc, off, step);
+        from_slots += slot >= 0;
+        cr_assert(off == 0 || slot >= 0, "read at %llu was read ahead", (unsigned long long)off);
+        l3cache_reader_ahead(rd, off + step, step);
+    }
+    cr_assert_eq(from_slots, reads - 1);
+    /* not sequential: no read ahead (the next read comes from the descriptor) */
+    reader_ok(rd, &ob, &sc, 5 * CHUNK, 1000);
+    reader_ok(rd, &ob, &sc, CHUNK + 7, 1000);
+    l3cache_reader_ahead(rd, CHUNK + 1007, 1000);
+    cr_assert_lt(reader_ok(rd, &ob, &sc, 7 * CHUNK - 10, 5), 2);
+    cr_assert_eq(COUNTER(c, verified), 0, "nothing checked whole");
+    cr_assert_eq(COUNTER(c, corrupt_repaired), 0);
+    l3cache_scratch_free(&sc);
+    l3cache_reader_free(rd);
+    put_obj(&ob);
+    l3cache_close(c);
+}
+
+/* Rot after the open is caught: every range a read needs that is not in one
+ * of the reader's two buffers is read from the descriptor and hashed again.
+ * A buffer keeps the bytes it checked (right when they were read) until it
+ * is refilled; two reads of other ranges refill both, and the rotten chunk
+ * is then read again and caught (a reader that kept checked chunks for
+ * longer, or trusted them after the object changed, fails here). */
+Test(ranges, reader_catches_rot_after_open_and_keeps_no_chunk_for_long)
+{
+    l3cache *c = open_cache();
+    struct obj ob;
+    get_obj(c, "r.png", 400, 400, &ob);
+    l3cache_reader *rd;
+    cr_assert_eq(l3cache_reader_open(c, &ob.o.key, ob.o.fd, NULL, &rd), 0);
+    struct l3cache_scratch sc = {0};
+    /* chunk 0 read, chunks 1 and 2 read ahead into the two buffers */
+    cr_assert_eq(reader_ok(rd, &ob, &sc, 0, CHUNK), -1);
+    l3cache_reader_ahead(rd, CHUNK, CHUNK);
+    /* rot in chunks 1, 2 and 6, in memory (and so on disk) */
+    flip_byte(ob.path, CHUNK + 77);
+    flip_byte(ob.path, 2 * CHUNK + 5);
+    flip_byte(ob.path, 6 * CHUNK + 3);
+    /* what the buffers checked before the rot: the right bytes */
+    cr_assert_geq(reader_ok(rd, &ob, &sc, CHUNK, CHUNK), 0, "chunk 1 from its buffer");
+    cr_assert_geq(reader_ok(rd, &ob, &sc, 2 * CHUNK + 100, 50), 0, "chunk 2 from its buffer");
+    cr_assert_eq(COUNTER(c, corrupt_repaired), 0);
+    /* two reads elsewhere (each wants its chunk's rest: kept in a buffer) */
+    cr_assert_geq(reader_ok(rd, &ob, &sc, 3 * CHUNK, 100), 0);
+    cr_assert_geq(reader_ok(rd, &ob, &sc, 4 * CHUNK, 100), 0);
+    /* a read ahead over rot (chunk 6) neither serves nor reports it */
+    cr_assert_geq(reader_ok(rd, &ob, &sc, 4 * CHUNK + 100, CHUNK - 100), 0);
+    l3cache_reader_ahead(rd, 5 * CHUNK, CHUNK);
+    struct stat st;
+    cr_assert_eq(COUNTER(c, corrupt_repaired), 0);
+    cr_assert_eq(stat(ob.path, &st), 0, "not reported by the read ahead");
+    cr_assert_geq(reader_ok(rd, &ob, &sc, 5 * CHUNK, CHUNK), 0, "chunk 5 read ahead");
+    struct l3cache_view v;
+    cr_assert_eq(l3cache_reader_read(rd, 6 * CHUNK, CHUNK, &sc, &v), -EBADMSG,
+                 "the read that needs it reads it and reports it");
+    cr_assert_null(v.data);
+    cr_assert_eq(COUNTER(c, corrupt_repaired), 1);
+    cr_assert_neq(stat(ob.path, &st), 0, "the corrupt object was removed");
+    /* chunk 1 is in neither buffer now: read from the descriptor, caught */
+    cr_assert_eq(l3cache_reader_read(rd, CHUNK + 10, 100, &sc, &v), -EBADMSG,
+                 "rot after open caught after the buffers moved on");
+    cr_assert_eq(COUNTER(c, corrupt_repaired), 1, "one object, counted once");
+    l3cache_scratch_free(&sc);
+    l3cache_reader_free(rd);
+    put_obj(&ob);
+    l3cache_close(c);
+}
+
+/* An object whose chunks are larger than a read (over RANGES_MAX * 64 KiB):
+ * the reads after the first within a chunk are served from the buffer the
+ * first one checked, not read and hashed again. */
+Test(ranges, reader_keeps_a_chunk_larger_than_a_read)
+{
+    l3cache *c = open_cache();
+    size_t size = (size_t)60 << 20; /* chunks of 256 KiB */
+    uint8_t *data = malloc(size);
+    cr_assert_not_null(data);
+    for (size_t i = 0; i < size; i++)
+        data[i] = (uint8_t)(i * 2654435761u >> 11);
+    char path[400];
+    snprintf(path, sizeof path, "%s/big", root);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, data, size), (ssize_t)size);
+    struct l3cache_key key;
+    memset(&key, 0x3c, sizeof key);
+    cr_assert_eq(ranges_store(fd, &key, data, size), 0);
+    struct obj ob = {.want = data, .size = size};
+    l3cache_reader *rd;
+    cr_assert_eq(l3cache_reader_open(c, &key, fd, NULL, &rd), 0);
+    struct l3cache_scratch sc = {0};
+    size_t step = 128 << 10;
+    int first = reader_ok(rd, &ob, &sc, 0, step);
+    cr_assert_geq(first, 0, "the chunk's rest is kept");
+    /* rot in the first chunk's second half, after it was checked: the read
+     * of that half is served from the buffer the first read checked */
+    uint8_t b = (uint8_t)(data[step + 9] ^ 1);
+    cr_assert_eq(pwrite(fd, &b, 1, (off_t)step + 9), 1);
+    cr_assert_eq(reader_ok(rd, &ob, &sc, step, step), first, "second half: same buffer");
+    cr_assert_geq(reader_ok(rd, &ob, &sc, 2 * step, step), 0);
+    cr_assert_geq(reader_ok(rd, &ob, &sc, 4 * step, step), 0);
+    /* both buffers refilled: the first chunk is read again, the rot caught */
+    struct l3cache_view v;
+    cr_assert_eq(l3cache_reader_read(rd, step, step, &sc, &v), -EBADMSG);
+    l3cache_scratch_free(&sc);
+    l3cache_reader_free(rd);
+    close(fd);
+    free(data);
+    l3cache_close(c);
+}

@@ -1,0 +1,365 @@
+/* reader.c — checked reads of one object descriptor (L3CACHE_READ_CHECKS):
+ * what a daemon keeps per open file so that a read costs the chunks it
+ * touches and nothing more.
+ *
+ * At open the descriptor is stat'ed once and its range checksums (ranges.c)
+ * loaded and validated once: the attribute belongs to the inode, and an
+ * object is never rewritten in place by the cache (a new version is a new
+ * inode), so they hold for the descriptor's life. What they check is read
+ * from the descriptor at every read that is not served from a buffer below:
+ * rot that happens after the open is caught by the next read of its chunk.
+ *
+ * Two buffers per reader ("slots") hold whole chunks that were read and
+ * hashed; a read covered by one is served from it (the bytes served are the
+ * bytes that were hashed: a slot is never refilled while a reply uses it).
+ * After a sequential read has been answered, l3cache_reader_ahead reads and
+ * checks the next range into a free slot, so the next read finds its bytes
+ * checked while the kernel was busy with the previous reply; a chunk larger
+ * than a read (objects over 28 MiB) stays in its slot for the reads after
+ * the first. A slot keeps bytes that were right when read; it is reused by
+ * the next fill, so at most two ranges of a handle outlive their read, and
+ * any other range comes from the descriptor again and is hashed.
+ *
+ * An object without valid range checksums is checked whole, as
+ * l3cache_read_ready says (verified.c).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "handle.h"
+
+enum { SLOT_EMPTY, SLOT_FILLING, SLOT_READY };
+
+struct rslot {
+    uint8_t *buf;   /* written only by the thread that set FILLING */
+    size_t cap;
+    uint64_t off;   /* [mu] the bytes [off, off + len) of the object */
+    uint64_t len;   /* [mu] */
+    int state;      /* [mu] SLOT_* */
+    unsigned users; /* [mu] replies reading buf (READY only) */
+};
+
+struct l3cache_reader {
+    struct l3cache *c;       /* [const] */
+    struct l3cache_key key;  /* [const] */
+    int fd;                  /* [const] */
+    const void *map;         /* [const] */
+    struct stat st;          /* [const] the descriptor's fstat at open */
+    int ranged;              /* [const] 1: r holds its valid range checksums */
+    struct ranges r;         /* [const] when ranged */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;       /* a fill ended */
+    struct rslot slot[2];    /* [mu] (see struct rslot) */
+    uint64_t next;           /* [mu] where the last read ended */
+    int seq;                 /* [mu] the last read began where the one before ended */
+};
+
+int l3cache_reader_open(l3cache *c, const struct l3cache_key *key, int fd, const void *map,
+                        struct l3cache_reader **reader_ret)
+{
+    if (!c || !key || fd < 0 || !reader_ret)
+        return -EINVAL;
+    struct l3cache_reader *rd = calloc(1, sizeof *rd);
+    if (!rd)
+        return -ENOMEM;
+    if (fstat(fd, &rd->st) != 0) {
+        int e = -errno;
+        free(rd);
+        return e;
+    }
+    rd->c = c;
+    rd->key = *key;
+    rd->fd = fd;
+    rd->map = map;
+    /* without range checksums (or not checking at all) reads take the
+     * whole-object path, which looks at the descriptor itself */
+    rd->ranged = c->verify == VERIFY_AUTO &&
+                 ranges_load(fd, key, (uint64_t)rd->st.st_size, &rd->r) == 0;
+    pthread_mutex_init(&rd->mu, NULL);
+    pthread_cond_init(&rd->cv, NULL);
+    *reader_ret = rd;
+    return 0;
+}
+
+void pool_get(struct l3cache *c, size_t need, void **buf_ret, size_t *cap_ret)
+{
+    *buf_ret = NULL;
+    *cap_ret = 0;
+    pthread_mutex_lock(&c->pool_mu);
+    int best = -1; /* the smallest that fits, else the largest */
+    for (int i = 0; i < c->npool; i++) {
+        size_t cap = c->pool[i].cap;
+        if (best < 0 || (cap >= need ? c->pool[best].cap < need || cap < c->pool[best].cap
+                                     : c->pool[best].cap < need && cap > c->pool[best].cap))
+            best = i;
+    }
+    if (best >= 0) {
+        *buf_ret = c->pool[best].buf;
+        *cap_ret = c->pool[best].cap;
+        c->pool[best] = c->pool[--c->npool];
+    }
+    pthread_mutex_unlock(&c->pool_mu);
+}
+
+void pool_put(struct l3cache *c, void *buf, size_t cap)
+{
+    if (!buf)
+        return;
+    pthread_mutex_lock(&c->pool_mu);
+    if (cap <= L3CACHE_POOL_MAX && c->npool < L3CACHE_POOL) {
+        c->pool[c->npool].buf = buf;
+        c->pool[c->npool++].cap = cap;
+        buf = NULL;
+    }
+    pthread_mutex_unlock(&c->pool_mu);
+    free(buf);
+}
+
+void l3cache_reader_free(struct l3cache_reader *rd)
+{
+    if (!rd)
+        return;
+    for (int i = 0; i < 2; i++)
+        pool_put(rd->c, rd->slot[i].buf, rd->slot[i].cap);
+    pthread_cond_destroy(&rd->cv);
+    pthread_mutex_destroy(&rd->mu);
+    free(rd);
+}
+
+/* The whole chunks [c0, c1) around [off, end). */
+static void chunk_span(const struct ranges *r, uint64_t off, uint64_t end, uint64_t *c0,
+                       uint64_t *c1)
+{
+    *c0 = off >> r->log2 << r->log2;
+    *c1 = (((end - 1) >> r->log2) + 1) << r->log2;
+    if (*c1 > r->size)
+        *c1 = r->size;
+}
+
+/* Reads [c0, c1) (whole chunks) into *buf (grown as needed) and checks it:
+ * 0 valid, 1 corrupt or short, -errno. */
+static int fill(struct l3cache_reader *rd, uint8_t **buf, size_t *cap, uint64_t c0, uint64_t c1)
+{
+    size_t need = (size_t)(c1 - c0);
+    if (*cap < need) {
+        void *nb = realloc(*buf, need);
+        if (!nb)
+            return -ENOMEM;
+        *buf = nb;
+        *cap = need;
+    }
+    ssize_t n = l3cache_pread_full(rd->fd, *buf, need, c0);
+    if (n < 0)
+        return (int)n;
+    return (size_t)n == need && ranges_match(&rd->r, *buf, c0, c1) ? 0 : 1;
+}
+
+/* A slot holding [off, end) in state, or -1 (mu held). */
+static int slot_covering(struct l3cache_reader *rd, uint64_t off, uint64_t end, int state)
+{
+    for (int i = 0; i < 2; i++) {
+        const struct rslot *s = &rd->slot[i];
+        if (s->state == state && s->off <= off && end <= s->off + s->len)
+            return i;
+    }
+    return -1;
+}
+
+/* A slot that may be filled now (no reply reads it, no fill runs in it),
+ * the empty one or the one holding the lower offsets first; or -1. */
+static int slot_free(struct l3cache_reader *rd)
+{
+    int best = -1;
+    for (int i = 0; i < 2; i++) {
+        const struct rslot *s = &rd->slot[i];
+        if (s->state == SLOT_FILLING || s->users)
+            continue;
+        if (s->state == SLOT_EMPTY)
+            return i;
+        if (best < 0 || s->off < rd->slot[best].off)
+            best = i;
+    }
+    return best;
+}
+
+/* Fills slot i (set FILLING by the caller, mu not held) with [c0, c1):
+ * 0 (READY, one user taken when use), 1 corrupt, -errno (EMPTY). */
+static int fill_slot(struct l3cache_reader *rd, int i, uint64_t c0, uint64_t c1, int use)
+{
+    struct rslot *s = &rd->slot[i];
+    if (!s->buf) {
+        void *b;
+        pool_get(rd->c, (size_t)(c1 - c0), &b, &s->cap);
+        s->buf = b;
+    }
+    int r = fill(rd, &s->buf, &s->cap, c0, c1);
+    pthread_mutex_lock(&rd->mu);
+    s->state = r == 0 ? SLOT_READY : SLOT_EMPTY;
+    if (r == 0 && use)
+        s->users++;
+    pthread_cond_broadcast(&rd->cv);
+    pthread_mutex_unlock(&rd->mu);
+    return r;
+}
+
+/* A checked read through the caller's scratch alone. */
+static ssize_t read_scratch(struct l3cache_reader *rd, uint64_t off, uint64_t end,
+                            struct l3cache_scratch *scratch, struct l3cache_view *view)
+{
+    uint64_t c0, c1;
+    chunk_span(&rd->r, off, end, &c0, &c1);
+    uint8_t *buf = scratch->buf;
+    int r = fill(rd, &buf, &scratch->cap, c0, c1);
+    scratch->buf = buf;
+    if (r < 0)
+        return r;
+    if (r > 0)
+        return object_corrupt_fd(rd->c, &rd->key, &rd->st);
+    view->data = buf + (off - c0);
+    return (ssize_t)(end - off);
+}
+
+ssize_t l3cache_reader_read(struct l3cache_reader *rd, uint64_t off, size_t len,
+                            struct l3cache_scratch *scratch, struct l3cache_view *view_ret)
+{
+    if (!rd || !scratch || !view_ret)
+        return -EINVAL;
+    view_ret->data = NULL;
+    view_ret->slot = -1;
+    if (!rd->ranged) /* checked whole (TRUST: never; ALWAYS: at every open) */
+        return l3cache_read_ready(rd->c, &rd->key, rd->fd, rd->map, off, len);
+    uint64_t size = rd->r.size;
+    if (off >= size || len == 0)
+        return 0;
+    uint64_t end = size - off < len ? size : off + len;
+    pthread_mutex_lock(&rd->mu);
+    rd->seq = off == rd->next;
+    rd->next = end;
+    int i;
+    while ((i = slot_covering(rd, off, end, SLOT_READY)) < 0 &&
+           slot_covering(rd, off, end, SLOT_FILLING) >= 0)
+        pthread_cond_wait(&rd->cv, &rd->mu); /* a fill ahead of this read */
+    if (i >= 0) {
+        rd->slot[i].users++;
+        view_ret->data = rd->slot[i].buf + (off - rd->slot[i].off);
+        pthread_mutex_unlock(&rd->mu);
+        view_ret->slot = i;
+        return (ssize_t)(end - off);
+    }
+    uint64_t c0, c1;
+    chunk_span(&rd->r, off, end, &c0, &c1);
+    /* the caller's scratch (warm in this thread's cache) unless the chunks
+     * hold bytes past this read, which the next read will want */
+    if (c1 <= end || (i = slot_free(rd)) < 0) {
+        pthread_mutex_unlock(&rd->mu);
+        return read_scratch(rd, off, end, scratch, view_ret);
+    }
+    rd->slot[i].state = SLOT_FILLING;
+    rd->slot[i].off = c0;
+    rd->slot[i].len = c1 - c0;
+    pthread_mutex_unlock(&rd->mu);
+    int r = fill_slot(rd, i, c0, c1, 1);
+    if (r < 0)
+        return r;
+    if (r > 0)
+        return object_corrupt_fd(rd->c, &rd->key, &rd->st);
+    view_ret->data = rd->slot[i].buf + (off - c0);
+    view_ret->slot = i;
+    return (ssize_t)(end - off);
+}
+
+void l3cache_reader_done(struct l3cache_reader *rd, struct l3cache_view *view)
+{
+    if (!rd || !view)
+        return;
+    if (view->slot >= 0) {
+        pthread_mutex_lock(&rd->mu);
+        rd->slot[view->slot].users--;
+        pthread_mutex_unlock(&rd->mu);
+    }
+    view->slot = -1;
+    view->data = NULL;
+}
+
+/* The first offset at or after off that no slot holds or fills (mu held). */
+static uint64_t first_missing(struct l3cache_reader *rd, uint64_t off)
+{
+    for (int moved = 1; moved;) {
+        moved = 0;
+        for (int i = 0; i < 2; i++) {
+            const struct rslot *s = &rd->slot[i];
+            if (s->state != SLOT_EMPTY && s->off <= off && off < s->off + s->len) {
+                off = s->off + s->len;
+                moved = 1;
+            }
+        }
+    }
+    return off;
+}
+
+void l3cache_reader_ahead(struct l3cache_reader *rd, uint64_t off, size_t len)
+{
+    if (!rd || !rd->ranged || len == 0)
+        return;
+    /* up to two reads ahead of a sequential reader: the next read finds its
+     * bytes ready while the one after is being read */
+    for (int k = 0; k < 2; k++) {
+        pthread_mutex_lock(&rd->mu);
+        uint64_t at = first_missing(rd, off);
+        int i = -1;
+        if (rd->seq && off <= rd->next && at < rd->r.size && at - off < 2 * (uint64_t)len)
+            i = slot_free(rd);
+        uint64_t c0 = 0, c1 = 0;
+        if (i >= 0) {
+            uint64_t end = rd->r.size - at < len ? rd->r.size : at + len;
+            chunk_span(&rd->r, at, end, &c0, &c1);
+            rd->slot[i].state = SLOT_FILLING;
+            rd->slot[i].off = c0;
+            rd->slot[i].len = c1 - c0;
+        }
+        pthread_mutex_unlock(&rd->mu);
+        /* a corrupt range is left to the read that needs it: that read finds
+         * no slot for it, reads it itself and reports it (counted once) */
+        if (i < 0 || fill_slot(rd, i, c0, c1, 0) != 0)
+            return;
+    }
+}
+
+void l3cache_scratch_free(struct l3cache_scratch *scratch)
+{
+    if (scratch) {
+        free(scratch->buf);
+        scratch->buf = NULL;
+        scratch->cap = 0;
+    }
+}
+
+ssize_t l3cache_read_checked(l3cache *c, const struct l3cache_key *key, int fd, const void *map,
+                             uint64_t off, size_t len, struct l3cache_scratch *scratch,
+                             const void **data_ret)
+{
+    if (!c || !key || fd < 0 || !scratch || !data_ret)
+        return -EINVAL;
+    *data_ret = NULL;
+    if (c->verify != VERIFY_AUTO)
+        return 0; /* TRUST: never; ALWAYS: at every open */
+    struct l3cache_reader *rd;
+    int r = l3cache_reader_open(c, key, fd, map, &rd);
+    if (r < 0)
+        return r;
+    struct l3cache_view v = {NULL, -1};
+    ssize_t n;
+    if (!rd->ranged)
+        n = read_ready_st(c, key, fd, map, &rd->st, off, len); /* the one fstat */
+    else if (off >= rd->r.size || len == 0)
+        n = 0;
+    else
+        n = read_scratch(rd, off, rd->r.size - off < len ? rd->r.size : off + len, scratch, &v);
+    *data_ret = n > 0 ? v.data : NULL;
+    l3cache_reader_free(rd);
+    return n;
+}
