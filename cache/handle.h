@@ -217,6 +217,10 @@ int ranges_present(int fd, const struct l3cache_key *key, uint64_t size);
 void pool_get(struct l3cache *c, size_t need, void **buf_ret, size_t *cap_ret);
 /* Keeps buf for a later pool_get, or frees it (the pool is full, buf too big). */
 void pool_put(struct l3cache *c, void *buf, size_t cap);
+/* The whole object (fd, size bytes, of key) against its range checksums:
+ * 0 when they match or it has none, 1 when they do not match or are not
+ * valid for it (reads would refuse it), -errno. */
+int ranges_check_object(int fd, const struct l3cache_key *key, uint64_t size);
 /* 1 when the bytes [c0, c1) of the object (whole chunks; the last may end
  * at the object's end) at buf match their checksums. */
 int ranges_match(const struct ranges *r, const uint8_t *buf, uint64_t c0, uint64_t c1);

@@ -260,7 +260,8 @@ struct l3cache_stats {
 int l3cache_get_stats(l3cache *cache, struct l3cache_stats *stats_ret);
 
 /* Maintenance (the `l3fs cache` command, fs/cmd_cache.c). */
-/* Checks every object whole (checksums and every tile's framing); removes
+/* Checks every object whole (checksums, every tile's framing and the range
+ * checksums where it has them: all must hold for the daemon to serve it); removes
  * bad ones. Counts via *_ret. */
 int l3cache_verify_all(l3cache *cache, uint64_t *checked_ret, uint64_t *bad_ret);
 /* Applies the size cap now; returns evicted bytes via *freed_ret. */

@@ -138,3 +138,26 @@ int ranges_present(int fd, const struct l3cache_key *key, uint64_t size)
     free(r);
     return ok;
 }
+
+int ranges_check_object(int fd, const struct l3cache_key *key, uint64_t size)
+{
+    struct ranges *r = malloc(sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    int ret = ranges_load(fd, key, size, r);
+    if (ret == -ENODATA || ret == -ENOTSUP) {
+        ret = 0; /* none: the whole check is all there is */
+    } else if (ret == -EBADMSG) {
+        ret = 1; /* one that reads would refuse: not this object's, or damaged */
+    } else if (ret == 0) {
+        uint8_t *buf;
+        size_t got;
+        ret = l3cache_read_whole(fd, size, &buf, &got);
+        if (ret == 0) {
+            ret = got == size && ranges_match(r, buf, 0, size) ? 0 : 1;
+            free(buf);
+        }
+    }
+    free(r);
+    return ret;
+}

@@ -214,6 +214,26 @@ struct verify_count {
     uint64_t checked, bad;
 };
 
+/* The key of object objects/SUB/NAME: 1, or 0 when the name is not one. */
+static int key_of_name(const char *sub, const char *name, struct l3cache_key *key_ret)
+{
+    char hex[33];
+    snprintf(hex, sizeof hex, "%.2s%.30s", sub, name);
+    for (int i = 0; i < 16; i++) {
+        unsigned v = 0;
+        for (int k = 0; k < 2; k++) {
+            char ch = hex[2 * i + k];
+            unsigned d = ch >= '0' && ch <= '9' ? (unsigned)(ch - '0')
+                         : ch >= 'a' && ch <= 'f' ? (unsigned)(ch - 'a' + 10) : 16;
+            if (d == 16)
+                return 0;
+            v = v << 4 | d;
+        }
+        key_ret->bytes[i] = (uint8_t)v;
+    }
+    return 1;
+}
+
 static int verify_one(struct l3cache *c, int sfd, const char *sub, const char *name, void *arg)
 {
     struct verify_count *v = arg;
@@ -228,6 +248,9 @@ static int verify_one(struct l3cache *c, int sfd, const char *sub, const char *n
         r = object_check(c, fd, (uint64_t)st.st_size, L3CACHE_CHECK_HEADER);
     if (r == 0)
         r = object_check(c, fd, (uint64_t)st.st_size, L3CACHE_CHECK_WHOLE);
+    struct l3cache_key key;
+    if (r == 0 && key_of_name(sub, name, &key))
+        r = ranges_check_object(fd, &key, (uint64_t)st.st_size);
     close(fd);
     if (r < 0)
         return 0;

@@ -473,3 +473,43 @@ Test(ranges, reader_keeps_a_chunk_larger_than_a_read)
     free(data);
     l3cache_close(c);
 }
+
+/* `l3fs cache verify` (l3cache_verify_all) checks the range checksums too:
+ * an object whose bytes pass every other check but disagree with its range
+ * checksums (reads would refuse it) is bad and removed; one with another
+ * object's attribute likewise; one without is checked whole as before. */
+Test(ranges, verify_all_checks_them)
+{
+    l3cache *c = open_cache();
+    struct obj a, b, n;
+    get_obj(c, "a.png", 300, 300, &a);
+    get_obj(c, "b.png", 250, 250, &b);
+    get_obj(c, "n.png", 200, 200, &n);
+    uint64_t checked = 0, bad = 0;
+    cr_assert_eq(l3cache_verify_all(c, &checked, &bad), 0);
+    cr_assert_eq(checked, 3);
+    cr_assert_eq(bad, 0, "all clean");
+    /* a: valid-looking sums of other bytes (same key and size); b: a's */
+    uint8_t *other = malloc(a.size);
+    cr_assert_not_null(other);
+    memcpy(other, a.want, a.size);
+    other[CHUNK + 3] ^= 1;
+    cr_assert_eq(ranges_store(a.o.fd, &a.o.key, other, a.size), 0);
+    free(other);
+    uint8_t xa[RANGES_XATTR_MAX];
+    ssize_t na = getxattr(a.path, XATTR, xa, sizeof xa);
+    cr_assert_gt(na, 0);
+    cr_assert_eq(setxattr(b.path, XATTR, xa, (size_t)na, 0), 0);
+    cr_assert_eq(removexattr(n.path, XATTR), 0);
+    cr_assert_eq(l3cache_verify_all(c, &checked, &bad), 0);
+    cr_assert_eq(checked, 3);
+    cr_assert_eq(bad, 2, "the two whose range checksums do not hold");
+    struct stat st;
+    cr_assert_neq(stat(a.path, &st), 0, "removed");
+    cr_assert_neq(stat(b.path, &st), 0, "removed");
+    cr_assert_eq(stat(n.path, &st), 0, "none: checked whole, clean, kept");
+    put_obj(&a);
+    put_obj(&b);
+    put_obj(&n);
+    l3cache_close(c);
+}
