@@ -170,13 +170,16 @@ static int slot_covering(struct l3cache_reader *rd, uint64_t off, uint64_t end, 
 }
 
 /* A slot that may be filled now (no reply reads it, no fill runs in it),
- * the empty one or the one holding the lower offsets first; or -1. */
-static int slot_free(struct l3cache_reader *rd)
+ * the empty one or the one holding the lower offsets first; for a read
+ * ahead (ahead), not one holding bytes the reader has not reached yet; or
+ * -1 (mu held). */
+static int slot_free(struct l3cache_reader *rd, int ahead)
 {
     int best = -1;
     for (int i = 0; i < 2; i++) {
         const struct rslot *s = &rd->slot[i];
-        if (s->state == SLOT_FILLING || s->users)
+        if (s->state == SLOT_FILLING || s->users ||
+            (ahead && s->state == SLOT_READY && s->off + s->len > rd->next))
             continue;
         if (s->state == SLOT_EMPTY)
             return i;
@@ -254,7 +257,7 @@ ssize_t l3cache_reader_read(struct l3cache_reader *rd, uint64_t off, size_t len,
     chunk_span(&rd->r, off, end, &c0, &c1);
     /* the caller's scratch (warm in this thread's cache) unless the chunks
      * hold bytes past this read, which the next read will want */
-    if (c1 <= end || (i = slot_free(rd)) < 0) {
+    if (c1 <= end || (i = slot_free(rd, 0)) < 0) {
         pthread_mutex_unlock(&rd->mu);
         return read_scratch(rd, off, end, scratch, view_ret);
     }
@@ -309,10 +312,12 @@ void l3cache_reader_ahead(struct l3cache_reader *rd, uint64_t off, size_t len)
      * bytes ready while the one after is being read */
     for (int k = 0; k < 2; k++) {
         pthread_mutex_lock(&rd->mu);
-        uint64_t at = first_missing(rd, off);
+        /* from where the last read ended: what lies before it was read (or
+         * is being read) by a read of its own */
+        uint64_t at = first_missing(rd, rd->next);
         int i = -1;
-        if (rd->seq && off <= rd->next && at < rd->r.size && at - off < 2 * (uint64_t)len)
-            i = slot_free(rd);
+        if (rd->seq && off <= rd->next && at < rd->r.size && at - rd->next < 2 * (uint64_t)len)
+            i = slot_free(rd, 1);
         uint64_t c0 = 0, c1 = 0;
         if (i >= 0) {
             uint64_t end = rd->r.size - at < len ? rd->r.size : at + len;
