@@ -121,6 +121,8 @@ struct l3cache {
     pthread_mutex_t pool_mu;    /* the buffers of readers that were freed: */
     struct pool_buf pool[L3CACHE_POOL]; /* [pool_mu] reused by the next readers' */
     int npool;                  /* [pool_mu] fills (no fresh pages to fault in) */
+    uint64_t held;              /* [pool_mu] bytes in readers' buffers now, */
+    uint64_t held_max;          /* [const] at most this many (in.buffer_budget) */
 
     pthread_mutex_t scan_mu;    /* one walk of objects/ at a time */
     pthread_cond_t bg_cv;
@@ -217,6 +219,10 @@ int ranges_present(int fd, const struct l3cache_key *key, uint64_t size);
 void pool_get(struct l3cache *c, size_t need, void **buf_ret, size_t *cap_ret);
 /* Keeps buf for a later pool_get, or frees it (the pool is full, buf too big). */
 void pool_put(struct l3cache *c, void *buf, size_t cap);
+/* Counts add more bytes as held by readers' buffers: 1, or 0 when that would
+ * pass held_max (nothing counted). */
+int held_take(struct l3cache *c, uint64_t add);
+void held_give(struct l3cache *c, uint64_t sub);
 /* The whole object (fd, size bytes, of key) against its range checksums:
  * 0 when they match or it has none, 1 when they do not match or are not
  * valid for it (reads would refuse it), -errno. */

@@ -188,8 +188,9 @@ ssize_t l3cache_read_checked(l3cache *cache, const struct l3cache_key *key, int 
  * read still reads the chunks it touches from the descriptor and hashes
  * them, except where one of the reader's two buffers already holds them
  * (checked when they were read: a read ahead, or a chunk larger than a
- * read). Memory: at most two buffers of the largest read's chunks, freed by
- * l3cache_reader_free. One reader may be used by any number of threads at
+ * read). Memory: at most two buffers of the largest read's chunks, given
+ * back by l3cache_reader_free; the buffers of all readers of a handle stay
+ * within 64 MiB together (past that, reads use the scratch alone). One reader may be used by any number of threads at
  * once; the descriptor (and map) must stay open until it is freed.
  * map: as for l3cache_read_ready, or NULL. 0 or -errno. */
 typedef struct l3cache_reader l3cache_reader;

@@ -57,6 +57,8 @@ struct l3cache_internal {
     unsigned claim_wait_ms;     /* longest wait for another's claim before
                                    encoding anyway; 0: 120 s */
     int no_claims;              /* 1: never claim (tests of the old behaviour) */
+    uint64_t buffer_budget;     /* bytes all readers' buffers may hold at once
+                                   (reader.c); 0: 64 MiB */
     /* fault injection: called after an object's temp file is written and
      * closed, before it is linked to its name (tmprel is relative to the
      * cache directory, dirfd); NULL: nothing */

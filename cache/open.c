@@ -156,6 +156,7 @@ static struct l3cache *handle_new(const struct l3cache_options *opts,
     if (!c->in.claim_wait_ms)
         c->in.claim_wait_ms = 120000;
     c->verified = calloc(L3CACHE_VSLOTS, sizeof(*c->verified));
+    c->held_max = c->in.buffer_budget ? c->in.buffer_budget : (uint64_t)64 << 20;
     c->params_id = l3cache_params_id(c->in.format_version, &c->opts.encode);
     l3cache_host_name(c->host, sizeof(c->host));
     c->instance_id = l3cache_random_u64() | 1;

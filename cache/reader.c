@@ -18,7 +18,9 @@
  * than a read (objects over 28 MiB) stays in its slot for the reads after
  * the first. A slot keeps bytes that were right when read; it is reused by
  * the next fill, so at most two ranges of a handle outlive their read, and
- * any other range comes from the descriptor again and is hashed.
+ * any other range comes from the descriptor again and is hashed. All
+ * readers' buffers together stay within a budget of the handle (64 MiB):
+ * past it a read uses the caller's scratch and nothing is read ahead.
  *
  * An object without valid range checksums is checked whole, as
  * l3cache_read_ready says (verified.c).
@@ -119,12 +121,31 @@ void pool_put(struct l3cache *c, void *buf, size_t cap)
     free(buf);
 }
 
+int held_take(struct l3cache *c, uint64_t add)
+{
+    pthread_mutex_lock(&c->pool_mu);
+    int ok = c->held + add <= c->held_max;
+    if (ok)
+        c->held += add;
+    pthread_mutex_unlock(&c->pool_mu);
+    return ok;
+}
+
+void held_give(struct l3cache *c, uint64_t sub)
+{
+    pthread_mutex_lock(&c->pool_mu);
+    c->held -= sub;
+    pthread_mutex_unlock(&c->pool_mu);
+}
+
 void l3cache_reader_free(struct l3cache_reader *rd)
 {
     if (!rd)
         return;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
+        held_give(rd->c, rd->slot[i].cap);
         pool_put(rd->c, rd->slot[i].buf, rd->slot[i].cap);
+    }
     pthread_cond_destroy(&rd->cv);
     pthread_mutex_destroy(&rd->mu);
     free(rd);
@@ -189,17 +210,48 @@ static int slot_free(struct l3cache_reader *rd, int ahead)
     return best;
 }
 
+/* Makes slot s hold need bytes (its filler only): 0, or -ENOBUFS when all
+ * readers' buffers would pass the handle's budget, -ENOMEM. */
+static int slot_grow(struct l3cache_reader *rd, struct rslot *s, size_t need)
+{
+    if (s->cap >= need)
+        return 0;
+    void *b = s->buf;
+    size_t cap = s->cap;
+    if (!b)
+        pool_get(rd->c, need, &b, &cap);
+    size_t want = cap >= need ? cap : need;
+    if (!held_take(rd->c, want - s->cap)) {
+        if (b != s->buf)
+            pool_put(rd->c, b, cap);
+        return -ENOBUFS;
+    }
+    if (cap < need) {
+        void *nb = realloc(b, need);
+        if (!nb) {
+            held_give(rd->c, want - s->cap);
+            if (b != s->buf)
+                pool_put(rd->c, b, cap);
+            return -ENOMEM;
+        }
+        b = nb;
+    }
+    s->buf = b;
+    s->cap = want;
+    return 0;
+}
+
 /* Fills slot i (set FILLING by the caller, mu not held) with [c0, c1):
- * 0 (READY, one user taken when use), 1 corrupt, -errno (EMPTY). */
+ * 0 (READY, one user taken when use), 1 corrupt, -errno (EMPTY; -ENOBUFS:
+ * over the budget of buffers). */
 static int fill_slot(struct l3cache_reader *rd, int i, uint64_t c0, uint64_t c1, int use)
 {
     struct rslot *s = &rd->slot[i];
-    if (!s->buf) {
-        void *b;
-        pool_get(rd->c, (size_t)(c1 - c0), &b, &s->cap);
-        s->buf = b;
+    int r = slot_grow(rd, s, (size_t)(c1 - c0));
+    if (r == 0) {
+        uint8_t *buf = s->buf;
+        r = fill(rd, &buf, &s->cap, c0, c1); /* no growth: it fits */
     }
-    int r = fill(rd, &s->buf, &s->cap, c0, c1);
     pthread_mutex_lock(&rd->mu);
     s->state = r == 0 ? SLOT_READY : SLOT_EMPTY;
     if (r == 0 && use)
@@ -266,6 +318,8 @@ ssize_t l3cache_reader_read(struct l3cache_reader *rd, uint64_t off, size_t len,
     rd->slot[i].len = c1 - c0;
     pthread_mutex_unlock(&rd->mu);
     int r = fill_slot(rd, i, c0, c1, 1);
+    if (r == -ENOBUFS) /* the buffers of all readers are at their budget */
+        return read_scratch(rd, off, end, scratch, view_ret);
     if (r < 0)
         return r;
     if (r > 0)

@@ -52,16 +52,22 @@ static void teardown(void)
 
 TestSuite(ranges, .init = setup, .fini = teardown, .timeout = 120);
 
-static l3cache *open_cache(void)
+static l3cache *open_cache_budget(uint64_t buffer_budget)
 {
     struct l3cache_internal in;
     fake_internal(&in, &fc);
+    in.buffer_budget = buffer_budget;
     struct l3cache_options o = {.dir = cachedir, .fsync_policy = L3CACHE_FSYNC_OBJECT,
                                 .flags = L3CACHE_READ_CHECKS};
     l3cache *c = NULL;
     int r = l3cache_open_internal(&o, &in, &c);
     cr_assert_eq(r, 0, "open: %s", strerror(-r));
     return c;
+}
+
+static l3cache *open_cache(void)
+{
+    return open_cache_budget(0);
 }
 
 static uint64_t counter(l3cache *c, size_t offset)
@@ -511,5 +517,33 @@ Test(ranges, verify_all_checks_them)
     put_obj(&a);
     put_obj(&b);
     put_obj(&n);
+    l3cache_close(c);
+}
+
+/* What all readers' buffers hold together is bounded (the handle's budget,
+ * 64 MiB by default): past it a read is served from the caller's scratch,
+ * with the right bytes, and a reader freed gives its share back. */
+Test(ranges, reader_buffers_stay_within_the_budget)
+{
+    l3cache *c = open_cache_budget(3 * CHUNK + CHUNK / 2);
+    struct obj ob;
+    get_obj(c, "u.png", 400, 400, &ob);
+    l3cache_reader *a, *b;
+    cr_assert_eq(l3cache_reader_open(c, &ob.o.key, ob.o.fd, NULL, &a), 0);
+    cr_assert_eq(l3cache_reader_open(c, &ob.o.key, ob.o.fd, NULL, &b), 0);
+    struct l3cache_scratch sc = {0};
+    /* reads that want their chunk's rest keep it: a holds two chunks */
+    cr_assert_geq(reader_ok(a, &ob, &sc, 0, 100), 0);
+    cr_assert_geq(reader_ok(a, &ob, &sc, 2 * CHUNK, 100), 0);
+    cr_assert_geq(reader_ok(b, &ob, &sc, 4 * CHUNK, 100), 0, "three chunks: within");
+    cr_assert_eq(reader_ok(b, &ob, &sc, 6 * CHUNK, 100), -1, "a fourth: from the scratch");
+    cr_assert_eq(reader_ok(b, &ob, &sc, 6 * CHUNK + 100, 100), -1);
+    l3cache_reader_ahead(b, 6 * CHUNK + 200, 100); /* sequential, but over the budget */
+    cr_assert_eq(reader_ok(b, &ob, &sc, 6 * CHUNK + 200, 100), -1, "nothing read ahead");
+    l3cache_reader_free(a);
+    cr_assert_geq(reader_ok(b, &ob, &sc, 5 * CHUNK, 100), 0, "a's share given back");
+    l3cache_scratch_free(&sc);
+    l3cache_reader_free(b);
+    put_obj(&ob);
     l3cache_close(c);
 }
