@@ -788,6 +788,39 @@ sc_gluster() {
     umount_l3fs "$W/m2" "$p2" "$W/b.log"
     check "shared cache verifies clean" verify_cache "$ca"
 
+    echo "-- range checksums on the volume: kept, seen through another client, rot caught"
+    # the attribute is set by the storing client on the temp file before the
+    # rename; the third client ($cc: the same directory) must see it on all
+    local nobj nx
+    nobj=$(find "$cc/objects" -name '*.l3' | wc -l)
+    nx=$(/usr/bin/python3 -c 'import os, sys
+n = 0
+for d, _, fs in os.walk(sys.argv[1]):
+    for f in fs:
+        if f.endswith(".l3"):
+            try:
+                n += len(os.getxattr(os.path.join(d, f), "user.l3cache.ranges")) > 48
+            except OSError:
+                pass
+print(n)' "$cc/objects")
+    echo "   $nx of $nobj objects carry user.l3cache.ranges through the third client"
+    check "every object keeps its range checksums on GlusterFS ($nx of $nobj)" \
+        test "$nobj" -gt 0 -a "$nx" -eq "$nobj"
+    # rot in 3 objects (a byte in the middle, written through the third
+    # client); a daemon on the second client serves every byte right
+    find "$cc/objects" -name '*.l3' | head -3 | while read -r o; do
+        /usr/bin/python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR); size = os.fstat(fd).st_size
+b = os.pread(fd, 1, size // 2); os.pwrite(fd, bytes([b[0] ^ 0x20]), size // 2); os.close(fd)' "$o"
+    done
+    drop_caches
+    mount_l3fs "$W/src" "$W/m2" "$cb" "$W/b.log" || return 1; p2=$DPID
+    check "rot through GlusterFS: every byte right" "$TOOL" verify "$W/m2" "$W/oracle" \
+        --threads 2 --label "after rot on the volume"
+    local rep; rep=$(stat_num "$W/m2" cache.instance.corrupt_repaired)
+    umount_l3fs "$W/m2" "$p2" "$W/b.log"
+    check "rot through GlusterFS: the 3 rotten objects found and re-encoded ($rep)" test "$rep" -eq 3
+
     echo "-- kill -9 of one daemon in the middle of a cold pass"
     "$L3FS" cache clear --cache-dir "$ca" >/dev/null
     mount_l3fs "$W/src" "$W/m1" "$ca" "$W/a.log" --jobs 2 || return 1; p1=$DPID
