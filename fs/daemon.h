@@ -19,6 +19,8 @@
  *   ctl.c      the hidden .l3fs directory and its two files
  *   dir.c      directory handles: listing and readdir(plus) entries
  *   ops.c      the FUSE low-level ops, ops table at the end
+ *   read.c     reads of an open .l3: checked bytes, repair of a corrupt
+ *              object, read-ahead after the reply
  *   watch.c    inotify watcher: invalidates the kernel's entries on changes
  *   session.c  l3fs_run: daemon set-up, cache, FUSE session, loop, teardown
  */
@@ -274,5 +276,40 @@ void watch_stop(struct l3fs_daemon *d);
 
 /* ---- ops.c ---- */
 extern const struct fuse_lowlevel_ops l3fs_ops;
+
+/* An open file (ops.c opens and releases it, read.c reads a .l3 through it).
+ * Fields without a mark are set by the open and read-only until release. */
+struct fobj;
+struct fh {
+    int refs;            /* [atomic] release + reads in flight that use the handle after replying */
+    struct node *node;   /* .l3: the node (alive while open) */
+    int fd;              /* source files: the descriptor; -1 otherwise */
+    int kind;
+    uint64_t size;       /* .l3: object size */
+    struct l3cache_key key; /* .l3: the object's key */
+    struct fobj *obj;    /* [atomic] .l3: the object served now */
+    pthread_mutex_t lock; /* .l3: a repair (a read found the object corrupt) */
+    struct fobj *old[4]; /* [lock] objects replaced by repairs, freed at release (reads may still use them) */
+    int nold;            /* [lock] */
+    char *buf;           /* control files: the snapshot */
+    size_t len;
+};
+
+/* ---- read.c ---- */
+/* The object of descriptor fd (taken over: closed on failure too), its size
+ * bytes mapped where they can be and its checked reader opened; NULL on
+ * failure. */
+struct fobj *fobj_new(struct l3fs_daemon *d, const struct l3cache_key *key, int fd,
+                      uint64_t size);
+/* Frees o with its reader, mapping (size bytes) and descriptor; NULL: none. */
+void fobj_free(struct fobj *o, uint64_t size);
+/* Replies to a read of [off, off+size) of the .l3 open as h: bytes checked
+ * (a corrupt or failing object is replaced first), or spliced from the
+ * object, or an error; after checked bytes it reads the next range ahead.
+ * The caller holds a reference on h across the call (RELEASE may come as
+ * soon as the kernel has the reply). */
+void read_l3(fuse_req_t req, struct l3fs_daemon *d, struct fh *h, size_t size, off_t off);
+/* Replies with [off, off+size) of fd, spliced from the page cache. */
+void splice_reply(fuse_req_t req, int fd, off_t off, size_t size);
 
 #endif /* L3FS_DAEMON_H */

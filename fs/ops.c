@@ -2,8 +2,9 @@
  *
  * Every op finds the daemon through fuse_req_userdata() and works on the
  * nodes of node.c; what is particular to encoded files is in encoded.c, to
- * directories in dir.c, to the control files in ctl.c. The filesystem is
- * read-only: every op that would change something answers EROFS.
+ * reading an open .l3 in read.c, to directories in dir.c, to the control
+ * files in ctl.c. The filesystem is read-only: every op that would change
+ * something answers EROFS.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +12,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -27,70 +27,6 @@ static double timeout_for(struct l3fs_daemon *d, int kind)
     return kind == NK_L3 ? d->opts->timeout : d->opts->dir_timeout;
 }
 
-/* The object an open .l3 serves: its descriptor, mapping (mincore) and
- * checked-read state (l3cache_reader: range checksums loaded once). */
-struct fobj {
-    int fd;
-    void *map;               /* or NULL */
-    l3cache_reader *rd;
-};
-
-/* An open file. */
-struct fh {
-    int refs;            /* [atomic] release + reads in flight that use the handle after replying */
-    struct node *node;   /* .l3: the node (alive while open) */
-    int fd;              /* source files: the descriptor; -1 otherwise */
-    int kind;
-    uint64_t size;       /* .l3: object size */
-    struct l3cache_key key; /* .l3: the object's key */
-    struct fobj *obj;    /* [atomic] .l3: the object served now */
-    pthread_mutex_t lock; /* .l3: a repair (a read found the object corrupt) */
-    struct fobj *old[4]; /* [lock] objects replaced by repairs, freed at release (reads may still use them) */
-    int nold;            /* [lock] */
-    char *buf;           /* control files: the snapshot */
-    size_t len;
-};
-
-static void *map_object(int fd, uint64_t size)
-{
-    if (size == 0 || size > SIZE_MAX)
-        return NULL;
-    void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
-    return m == MAP_FAILED ? NULL : m;
-}
-
-/* The object of descriptor fd (taken over: closed on failure too). */
-static struct fobj *fobj_new(struct l3fs_daemon *d, const struct l3cache_key *key, int fd,
-                             uint64_t size)
-{
-    struct fobj *o = calloc(1, sizeof *o);
-    if (!o) {
-        close(fd);
-        return NULL;
-    }
-    o->fd = fd;
-    o->map = map_object(fd, size);
-    if (l3cache_reader_open(d->cache, key, fd, o->map, &o->rd) != 0) {
-        if (o->map)
-            munmap(o->map, (size_t)size);
-        close(fd);
-        free(o);
-        return NULL;
-    }
-    return o;
-}
-
-static void fobj_free(struct fobj *o, uint64_t size)
-{
-    if (!o)
-        return;
-    l3cache_reader_free(o->rd);
-    if (o->map)
-        munmap(o->map, (size_t)size);
-    close(o->fd);
-    free(o);
-}
-
 static void fh_put(struct fh *h)
 {
     if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) != 0)
@@ -104,47 +40,6 @@ static void fh_put(struct fh *h)
         pthread_mutex_destroy(&h->lock);
     free(h->buf);
     free(h);
-}
-
-/* Before a read of a .l3: the bytes it serves are checked since they left
- * the disk (l3cache_reader_read); a corrupt object (-EBADMSG), or one whose
- * descriptor fails (ENOENT, ESTALE: on a network filesystem another host
- * removed it before this host's open reached the server, as GlusterFS's
- * deferred opens allow), is replaced by a correct copy for this handle, whose
- * bytes are checked in turn. The object read (*obj_ret) and *n_ret: 0 (splice
- * from its descriptor) or the count of checked bytes at view->data (call
- * l3cache_reader_done when served); or -EIO. */
-static int fh_read(struct l3fs_daemon *d, struct fh *h, off_t off, size_t size,
-                   struct l3cache_scratch *scratch, struct l3cache_view *view, ssize_t *n_ret,
-                   struct fobj **obj_ret)
-{
-    for (int attempt = 0;; attempt++) {
-        struct fobj *o = __atomic_load_n(&h->obj, __ATOMIC_ACQUIRE);
-        ssize_t r = l3cache_reader_read(o->rd, (uint64_t)off, size, scratch, view);
-        if (r >= 0) {
-            *n_ret = r;
-            *obj_ret = o;
-            return 0;
-        }
-        if (attempt == 2)
-            return -EIO;
-        pthread_mutex_lock(&h->lock);
-        int ok = 1, nfd = -1;
-        struct fobj *no;
-        if (__atomic_load_n(&h->obj, __ATOMIC_ACQUIRE) != o) {
-            /* another read repaired it meanwhile */
-        } else if (h->nold < 4 &&
-                   l3_reopen(d, h->node, &h->key, h->size, r == -EBADMSG, &nfd) == 0 &&
-                   (no = fobj_new(d, &h->key, nfd, h->size))) {
-            h->old[h->nold++] = o;
-            __atomic_store_n(&h->obj, no, __ATOMIC_RELEASE);
-        } else {
-            ok = 0;
-        }
-        pthread_mutex_unlock(&h->lock);
-        if (!ok)
-            return -EIO;
-    }
 }
 
 /* -------------------------------------------------------------- lookup */
@@ -394,43 +289,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     }
 }
 
-/* Each worker thread's memory for checked reads (freed when it exits). */
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-
-static void scratch_release(void *p)
-{
-    l3cache_scratch_free(p);
-    free(p);
-}
-
-static void scratch_key_make(void)
-{
-    if (pthread_key_create(&scratch_key, scratch_release) != 0)
-        abort();
-}
-
-static struct l3cache_scratch *read_scratch(void)
-{
-    pthread_once(&scratch_once, scratch_key_make);
-    struct l3cache_scratch *s = pthread_getspecific(scratch_key);
-    if (!s && (s = calloc(1, sizeof *s)) && pthread_setspecific(scratch_key, s) != 0) {
-        free(s);
-        s = NULL;
-    }
-    return s;
-}
-
-/* Replies with [off, off+size) of fd, spliced from the page cache. */
-static void splice_reply(fuse_req_t req, int fd, off_t off, size_t size)
-{
-    struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
-    buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-    buf.buf[0].fd = fd;
-    buf.buf[0].pos = off;
-    fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
-}
-
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
@@ -447,41 +305,16 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         fh_put(h);
         return;
     }
-    int fd = h->fd;
     if (h->kind == NK_L3) {
-        struct l3cache_scratch *scratch = read_scratch();
-        struct l3cache_view view;
-        struct fobj *o = NULL;
-        ssize_t n = 0;
         /* held past the reply (RELEASE may come as soon as the kernel has
          * it): the buffer it came from is handed back and read ahead after */
         __atomic_add_fetch(&h->refs, 1, __ATOMIC_ACQ_REL);
-        int r = scratch ? fh_read(d, h, off, size, scratch, &view, &n, &o) : -ENOMEM;
-        if (r < 0) {
-            fuse_reply_err(req, -r);
-            fh_put(h);
-            return;
-        }
-        if ((uint64_t)off < h->size) {
-            uint64_t k = h->size - (uint64_t)off;
-            COUNT(d, bytes_served, k < size ? k : size);
-        }
-        if (n > 0) { /* read for this reply and checked: these bytes */
-            fuse_reply_buf(req, view.data, (size_t)n);
-            l3cache_reader_done(o->rd, &view);
-            /* the next range of a sequential reader, checked while the
-             * kernel hands this reply over and asks for it */
-            l3cache_reader_ahead(o->rd, (uint64_t)off + (uint64_t)n, size);
-            fh_put(h);
-            return;
-        }
-        fd = o->fd;
-        splice_reply(req, fd, off, size);
+        read_l3(req, d, h, size, off);
         fh_put(h);
         return;
     }
     COUNT(d, passthrough_bytes, size); /* upper bound; the file may be shorter */
-    splice_reply(req, fd, off, size);
+    splice_reply(req, h->fd, off, size);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

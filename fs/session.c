@@ -96,7 +96,7 @@ static int open_cache(struct l3fs_daemon *d)
     co.encode.effort = opts->effort;
     co.encode.limits.max_pixels = opts->max_pixels;
     co.encode.limits.max_memory = (size_t)opts->max_memory;
-    co.flags |= L3CACHE_READ_CHECKS; /* every read is checked (ops.c, fh_read_fd) */
+    co.flags |= L3CACHE_READ_CHECKS; /* every read is checked (read.c, fh_read) */
     if (opts->no_verify)
         co.flags |= L3CACHE_TRUST_STORAGE;
     if (opts->cache_shared)
