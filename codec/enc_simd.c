@@ -370,6 +370,12 @@ AVX2_INLINE void rice8(struct bw *bw, __m256i v, __m128i kc, __m256i k1, __m256i
     if (_mm256_movemask_epi8(_mm256_cmpgt_epi64(ql, _mm256_set1_epi64x(56))) == 0) {
         memcpy(c, &qc, sizeof c);
         memcpy(l, &ql, sizeof l);
+        /* all 8 in one word when they fit (one append on the writer's
+         * serial chain instead of two) */
+        if (l[0] + l[2] <= 56) {
+            bwf_put64(bw, c[0] | c[2] << l[0], (unsigned)(l[0] + l[2]));
+            return;
+        }
         bwf_put64(bw, c[0], (unsigned)l[0]);
         bwf_put64(bw, c[2], (unsigned)l[2]);
         return;
