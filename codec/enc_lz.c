@@ -141,12 +141,26 @@ L3_CLONES static void lz_parse(struct lz_state *lz, const uint16_t *z, size_t en
     while (pos < end) {
         uint32_t best = 0, bestd = 0;
         if (pos < last) {
-            uint32_t hv = lz_hash(z + pos, hb);
-            uint32_t cand = lz_fresh(head[hv], base);
-            chain[pos] = cand;
-            head[hv] = base + (uint32_t)pos + 1;
+            /* literals: positions without a candidate whose first 4 do
+             * not match at the last copy's distance either find nothing;
+             * they are only hashed, in a loop of their own (the search
+             * below would only compare the last distance again) */
+            uint32_t cand;
+            uint64_t here;
+            for (;;) {
+                uint32_t hv = lz_hash(z + pos, hb);
+                cand = lz_fresh(head[hv], base);
+                chain[pos] = cand;
+                head[hv] = base + (uint32_t)pos + 1;
+                here = load4(z + pos);
+                if (cand || (repd && repd <= pos && load4(z + pos - repd) == here))
+                    break;
+                if (++pos == last)
+                    break;
+            }
+            if (pos == last)
+                continue;
             const size_t room = end - pos;
-            const uint64_t here = load4(z + pos);
             /* the last copy's distance first: a long match there ends the
              * search (a repeated pattern repeats at one distance) */
             if (repd && repd <= pos && load4(z + pos - repd) == here) {
