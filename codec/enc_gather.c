@@ -88,8 +88,10 @@ L3_CLONES int l3_gather_planes(const struct enc *e, uint32_t x0, uint32_t y0, ui
                 l3_simd_gather3(r8, w, pl[0] + o, pl[1] + o, pl[2] + o);
             } else if (P == 3) {
                 gather3(r8, w, pl[0] + o, pl[1] + o, pl[2] + o);
-            } else if (maxv >= 255 && P == 4) {
+            } else if (maxv >= 255 && P == 4 && e->simd) {
                 /* 8-bit samples cannot exceed maxv: no range check */
+                l3_simd_gather4(r8, w, pl[0] + o, pl[1] + o, pl[2] + o, pl[3] + o);
+            } else if (maxv >= 255 && P == 4) {
                 gather4(r8, w, pl[0] + o, pl[1] + o, pl[2] + o, pl[3] + o);
             } else if (maxv >= 255 && P == 2) {
                 uint16_t *p0 = pl[0] + o, *p1 = pl[1] + o;

@@ -96,6 +96,40 @@ AVX2 void l3_simd_gather3(const uint8_t *r8, uint32_t w, uint16_t *p0, uint16_t 
     }
 }
 
+AVX2 void l3_simd_gather4(const uint8_t *r8, uint32_t w, uint16_t *p0, uint16_t *p1,
+                          uint16_t *p2, uint16_t *p3)
+{
+    /* 8 pixels = 32 bytes: bytes to channel order within each 128-bit lane
+     * (4 pixels), lanes' words interleaved, so that each 64-bit word holds
+     * one channel of 8 pixels */
+    const __m256i byc = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
+                                         0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const __m256i wds = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    uint32_t x = 0;
+    for (; x + 16 <= w; x += 16) {
+        const uint8_t *s = r8 + 4 * x;
+        __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)s);
+        __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(s + 32));
+        a = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(a, byc), wds); /* R G B A */
+        b = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(b, byc), wds);
+        __m256i rb = _mm256_unpacklo_epi64(a, b), ga = _mm256_unpackhi_epi64(a, b);
+        _mm256_storeu_si256((__m256i *)(void *)(p0 + x),
+                            _mm256_cvtepu8_epi16(_mm256_castsi256_si128(rb)));
+        _mm256_storeu_si256((__m256i *)(void *)(p1 + x),
+                            _mm256_cvtepu8_epi16(_mm256_castsi256_si128(ga)));
+        _mm256_storeu_si256((__m256i *)(void *)(p2 + x),
+                            _mm256_cvtepu8_epi16(_mm256_extracti128_si256(rb, 1)));
+        _mm256_storeu_si256((__m256i *)(void *)(p3 + x),
+                            _mm256_cvtepu8_epi16(_mm256_extracti128_si256(ga, 1)));
+    }
+    for (; x < w; x++) {
+        p0[x] = r8[4 * x];
+        p1[x] = r8[4 * x + 1];
+        p2[x] = r8[4 * x + 2];
+        p3[x] = r8[4 * x + 3];
+    }
+}
+
 /* ---- residuals ---- */
 
 AVX2_INLINE __m256i ld16(const uint16_t *p)
@@ -505,6 +539,17 @@ void l3_simd_gather3(const uint8_t *r8, uint32_t w, uint16_t *p0, uint16_t *p1, 
         p0[x] = r8[3 * x];
         p1[x] = r8[3 * x + 1];
         p2[x] = r8[3 * x + 2];
+    }
+}
+
+void l3_simd_gather4(const uint8_t *r8, uint32_t w, uint16_t *p0, uint16_t *p1, uint16_t *p2,
+                     uint16_t *p3)
+{
+    for (uint32_t x = 0; x < w; x++) {
+        p0[x] = r8[4 * x];
+        p1[x] = r8[4 * x + 1];
+        p2[x] = r8[4 * x + 2];
+        p3[x] = r8[4 * x + 3];
     }
 }
 

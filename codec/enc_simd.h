@@ -18,6 +18,9 @@ int l3_enc_simd_available(void);
 
 /* One row of 8-bit RGB pixels into three planes (enc_gather.c's gather3). */
 void l3_simd_gather3(const uint8_t *r8, uint32_t w, uint16_t *p0, uint16_t *p1, uint16_t *p2);
+/* ... and of 8-bit 4-channel pixels into four (gather4). */
+void l3_simd_gather4(const uint8_t *r8, uint32_t w, uint16_t *p0, uint16_t *p1, uint16_t *p2,
+                     uint16_t *p3);
 
 /* Residuals of row y > 0 (l3_row_residuals) and of a whole plane
  * (l3_plane_residuals); depth <= 8. */
