@@ -377,25 +377,31 @@ AVX2 uint64_t l3_simd_estimate(const uint16_t *src, uint32_t w, uint32_t h, unsi
 
 /* ---- Rice codes ---- */
 
+/* The Rice codes of 8 values v as 4 pairs (64-bit lanes: even code | odd
+ * code << even length) and their lengths into *pl. */
+AVX2_INLINE __m256i rice_pairs(__m256i v, __m128i kc, __m256i k1, __m256i mk, __m256i esclen,
+                               __m256i *pl)
+{
+    const __m256i one = _mm256_set1_epi32(1), lo32 = _mm256_set1_epi64x(0xffffffff);
+    __m256i q = _mm256_srl_epi32(v, kc);
+    __m256i esc = _mm256_cmpgt_epi32(q, _mm256_set1_epi32(L3_ESCAPE - 1));
+    __m256i len = _mm256_blendv_epi8(_mm256_add_epi32(q, k1), esclen, esc);
+    /* 1 << q | low k bits << (q + 1), as (low << 1 | 1) << q */
+    __m256i code = _mm256_sllv_epi32(
+        _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(v, mk), 1), one), q);
+    code = _mm256_blendv_epi8(code, _mm256_slli_epi32(v, L3_ESCAPE), esc);
+    __m256i le = _mm256_and_si256(len, lo32);
+    *pl = _mm256_add_epi64(le, _mm256_srli_epi64(len, 32));
+    return _mm256_or_si256(_mm256_and_si256(code, lo32),
+                           _mm256_sllv_epi64(_mm256_srli_epi64(code, 32), le));
+}
+
 /* Appends the Rice codes (parameter k, kc = k as a shift count) of the 8
  * values in v (32-bit lanes). */
 AVX2_INLINE void rice8(struct bw *bw, __m256i v, __m128i kc, __m256i k1, __m256i mk,
                        __m256i esclen)
 {
-    const __m256i one = _mm256_set1_epi32(1);
-    __m256i q = _mm256_srl_epi32(v, kc);
-    __m256i esc = _mm256_cmpgt_epi32(q, _mm256_set1_epi32(L3_ESCAPE - 1));
-    __m256i len = _mm256_blendv_epi8(_mm256_add_epi32(q, k1), esclen, esc);
-    __m256i code = _mm256_or_si256(_mm256_sllv_epi32(one, q),
-                                   _mm256_sllv_epi32(_mm256_and_si256(v, mk),
-                                                     _mm256_add_epi32(q, one)));
-    code = _mm256_blendv_epi8(code, _mm256_slli_epi32(v, L3_ESCAPE), esc);
-    /* pairs: even code | odd code << even length */
-    const __m256i lo32 = _mm256_set1_epi64x(0xffffffff);
-    __m256i le = _mm256_and_si256(len, lo32);
-    __m256i pc = _mm256_or_si256(_mm256_and_si256(code, lo32),
-                                 _mm256_sllv_epi64(_mm256_srli_epi64(code, 32), le));
-    __m256i pl = _mm256_add_epi64(le, _mm256_srli_epi64(len, 32));
+    __m256i pl, pc = rice_pairs(v, kc, k1, mk, esclen, &pl);
     /* quads: pair 0 | pair 1 << its length, and pairs 2, 3, when both fit the
      * writer's 56 bits (short codes: most groups of most images) */
     __m256i qc = _mm256_or_si256(pc, _mm256_sllv_epi64(_mm256_srli_si256(pc, 8), pl));
@@ -422,10 +428,47 @@ AVX2_INLINE void rice8(struct bw *bw, __m256i v, __m128i kc, __m256i k1, __m256i
     bwf_put64(bw, c[3], (unsigned)l[3]);
 }
 
+/* A whole group of 16: both halves' 8 codes joined into one word each
+ * (pairs, then quads in lanes 0 and 2, then the two quads), appended with
+ * two appends when both fit in 56 bits; else code by code as rice8. */
+AVX2_INLINE void rice16(struct bw *bw, const uint16_t *z, unsigned k, unsigned depth)
+{
+    const __m128i kc = _mm_cvtsi32_si128((int)k);
+    const __m256i k1 = _mm256_set1_epi32((int)k + 1);
+    const __m256i mk = _mm256_set1_epi32((1 << k) - 1);
+    const __m256i esclen = _mm256_set1_epi32(L3_ESCAPE + (int)depth);
+    __m256i v0 = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)z));
+    __m256i v1 = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(z + 8)));
+    __m256i l0, l1;
+    __m256i c0 = rice_pairs(v0, kc, k1, mk, esclen, &l0);
+    __m256i c1 = rice_pairs(v1, kc, k1, mk, esclen, &l1);
+    c0 = _mm256_or_si256(c0, _mm256_sllv_epi64(_mm256_srli_si256(c0, 8), l0));
+    l0 = _mm256_add_epi64(l0, _mm256_srli_si256(l0, 8));
+    c1 = _mm256_or_si256(c1, _mm256_sllv_epi64(_mm256_srli_si256(c1, 8), l1));
+    l1 = _mm256_add_epi64(l1, _mm256_srli_si256(l1, 8));
+    /* [half 0 quad 0, half 1 quad 0 | half 0 quad 1, half 1 quad 1] */
+    __m256i qc = _mm256_unpacklo_epi64(c0, c1), ql = _mm256_unpacklo_epi64(l0, l1);
+    __m128i lq = _mm256_castsi256_si128(ql), hq = _mm256_extracti128_si256(ql, 1);
+    __m128i oc = _mm_or_si128(_mm256_castsi256_si128(qc),
+                              _mm_sllv_epi64(_mm256_extracti128_si256(qc, 1), lq));
+    __m128i ol = _mm_add_epi64(lq, hq);
+    if (_mm_movemask_epi8(_mm_cmpgt_epi64(ol, _mm_set1_epi64x(56))) == 0) {
+        bwf_put64(bw, (uint64_t)_mm_cvtsi128_si64(oc), (unsigned)_mm_cvtsi128_si64(ol));
+        bwf_put64(bw, (uint64_t)_mm_extract_epi64(oc, 1), (unsigned)_mm_extract_epi64(ol, 1));
+        return;
+    }
+    rice8(bw, v0, kc, k1, mk, esclen);
+    rice8(bw, v1, kc, k1, mk, esclen);
+}
+
 AVX2_INLINE void rice_group(struct bw *bw, const uint16_t *z, uint32_t n, unsigned k,
                             unsigned depth)
 {
-    if (n != 16 && n != 8) {
+    if (n == 16) {
+        rice16(bw, z, k, depth);
+        return;
+    }
+    if (n != 8) {
         bw_rice_group(bw, z, n, k, depth);
         return;
     }
@@ -435,10 +478,6 @@ AVX2_INLINE void rice_group(struct bw *bw, const uint16_t *z, uint32_t n, unsign
     const __m256i esclen = _mm256_set1_epi32(L3_ESCAPE + (int)depth);
     __m128i a = _mm_loadu_si128((const __m128i *)(const void *)z);
     rice8(bw, _mm256_cvtepu16_epi32(a), kc, k1, mk, esclen);
-    if (n == 16) {
-        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(z + 8));
-        rice8(bw, _mm256_cvtepu16_epi32(b), kc, k1, mk, esclen);
-    }
 }
 
 AVX2 void l3_simd_rice_group(struct bw *bw, const uint16_t *z, uint32_t n, unsigned k,
