@@ -79,14 +79,24 @@ static inline uint8_t *bwf_flush(struct bw *w)
     return w->p + (w->n > 0);
 }
 
-/* Writes the group symbol s after prev (codes 1, 01, 001 for the same, one
- * more, one less; else 000 and s in 5 bits), without a branch. */
-static inline void bw_symbol(struct bw *bw, unsigned s, unsigned prev)
+/* The code of group symbol s after prev (codes 1, 01, 001 for the same, one
+ * more, one less; else 000 and s in 5 bits), without a branch; its length
+ * into *len. */
+static inline uint32_t symbol_code(unsigned s, unsigned prev, unsigned *len)
 {
-    static const uint8_t code[4] = {4, 1, 2, 0}, len[4] = {3, 1, 2, 8};
+    static const uint8_t code[4] = {4, 1, 2, 0}, lens[4] = {3, 1, 2, 8};
     unsigned i = s + 1 - prev;
     i = i < 3 ? i : 3;
-    bwf_put(bw, code[i] | (((uint32_t)s << 3) & (0u - (i == 3))), len[i]);
+    *len = lens[i];
+    return code[i] | (((uint32_t)s << 3) & (0u - (i == 3)));
+}
+
+/* Writes the group symbol s after prev. */
+static inline void bw_symbol(struct bw *bw, unsigned s, unsigned prev)
+{
+    unsigned len;
+    uint32_t c = symbol_code(s, prev, &len);
+    bwf_put(bw, c, len);
 }
 
 /* Rice code of v with parameter k (mk = 2^k - 1); its length into *len. */

@@ -398,8 +398,9 @@ AVX2_INLINE __m256i rice_pairs(__m256i v, __m128i kc, __m256i k1, __m256i mk, __
 
 /* Appends the Rice codes (parameter k, kc = k as a shift count) of the 8
  * values in v (32-bit lanes). */
-AVX2_INLINE void rice8(struct bw *bw, __m256i v, __m128i kc, __m256i k1, __m256i mk,
-                       __m256i esclen)
+/* rice8 behind the sn bits of sc (a group symbol; sn <= 8). */
+AVX2_INLINE void rice8_after(struct bw *bw, uint64_t sc, unsigned sn, __m256i v, __m128i kc,
+                             __m256i k1, __m256i mk, __m256i esclen)
 {
     __m256i pl, pc = rice_pairs(v, kc, k1, mk, esclen, &pl);
     /* quads: pair 0 | pair 1 << its length, and pairs 2, 3, when both fit the
@@ -410,16 +411,22 @@ AVX2_INLINE void rice8(struct bw *bw, __m256i v, __m128i kc, __m256i k1, __m256i
     if (_mm256_movemask_epi8(_mm256_cmpgt_epi64(ql, _mm256_set1_epi64x(56))) == 0) {
         memcpy(c, &qc, sizeof c);
         memcpy(l, &ql, sizeof l);
-        /* all 8 in one word when they fit (one append on the writer's
-         * serial chain instead of two) */
-        if (l[0] + l[2] <= 56) {
-            bwf_put64(bw, c[0] | c[2] << l[0], (unsigned)(l[0] + l[2]));
+        /* the symbol and all 8 in one word when they fit (one append on
+         * the writer's serial chain instead of three) */
+        if (sn + l[0] + l[2] <= 56) {
+            bwf_put64(bw, sc | (c[0] | c[2] << l[0]) << sn, (unsigned)(sn + l[0] + l[2]));
             return;
         }
-        bwf_put64(bw, c[0], (unsigned)l[0]);
+        if (sn + l[0] <= 56) {
+            bwf_put64(bw, sc | c[0] << sn, (unsigned)(sn + l[0]));
+        } else {
+            bwf_put64(bw, sc, sn);
+            bwf_put64(bw, c[0], (unsigned)l[0]);
+        }
         bwf_put64(bw, c[2], (unsigned)l[2]);
         return;
     }
+    bwf_put64(bw, sc, sn);
     memcpy(c, &pc, sizeof c);
     memcpy(l, &pl, sizeof l);
     bwf_put64(bw, c[0], (unsigned)l[0]);
@@ -428,10 +435,17 @@ AVX2_INLINE void rice8(struct bw *bw, __m256i v, __m128i kc, __m256i k1, __m256i
     bwf_put64(bw, c[3], (unsigned)l[3]);
 }
 
+AVX2_INLINE void rice8(struct bw *bw, __m256i v, __m128i kc, __m256i k1, __m256i mk,
+                       __m256i esclen)
+{
+    rice8_after(bw, 0, 0, v, kc, k1, mk, esclen);
+}
+
 /* A whole group of 16: both halves' 8 codes joined into one word each
  * (pairs, then quads in lanes 0 and 2, then the two quads), appended with
  * two appends when both fit in 56 bits; else code by code as rice8. */
-AVX2_INLINE void rice16(struct bw *bw, const uint16_t *z, unsigned k, unsigned depth)
+AVX2_INLINE void rice16(struct bw *bw, uint64_t sc, unsigned sn, const uint16_t *z, unsigned k,
+                        unsigned depth)
 {
     const __m128i kc = _mm_cvtsi32_si128((int)k);
     const __m256i k1 = _mm256_set1_epi32((int)k + 1);
@@ -453,11 +467,18 @@ AVX2_INLINE void rice16(struct bw *bw, const uint16_t *z, unsigned k, unsigned d
                               _mm_sllv_epi64(_mm256_extracti128_si256(qc, 1), lq));
     __m128i ol = _mm_add_epi64(lq, hq);
     if (_mm_movemask_epi8(_mm_cmpgt_epi64(ol, _mm_set1_epi64x(56))) == 0) {
-        bwf_put64(bw, (uint64_t)_mm_cvtsi128_si64(oc), (unsigned)_mm_cvtsi128_si64(ol));
+        const uint64_t o0 = (uint64_t)_mm_cvtsi128_si64(oc);
+        const unsigned n0 = (unsigned)_mm_cvtsi128_si64(ol);
+        if (sn + n0 <= 56) {
+            bwf_put64(bw, sc | o0 << sn, sn + n0);
+        } else {
+            bwf_put64(bw, sc, sn);
+            bwf_put64(bw, o0, n0);
+        }
         bwf_put64(bw, (uint64_t)_mm_extract_epi64(oc, 1), (unsigned)_mm_extract_epi64(ol, 1));
         return;
     }
-    rice8(bw, v0, kc, k1, mk, esclen);
+    rice8_after(bw, sc, sn, v0, kc, k1, mk, esclen);
     rice8(bw, v1, kc, k1, mk, esclen);
 }
 
@@ -465,7 +486,7 @@ AVX2_INLINE void rice_group(struct bw *bw, const uint16_t *z, uint32_t n, unsign
                             unsigned depth)
 {
     if (n == 16) {
-        rice16(bw, z, k, depth);
+        rice16(bw, 0, 0, z, k, depth);
         return;
     }
     if (n != 8) {
@@ -496,12 +517,25 @@ AVX2 uint8_t *l3_simd_write_rice(const uint16_t *z, const uint8_t *syms, uint32_
         const uint16_t *zr = z + (size_t)y * w;
         for (uint32_t x0 = 0; x0 < w; x0 += gs) {
             uint32_t n = w - x0 < gs ? w - x0 : gs;
-            unsigned s = syms[g++];
-            bw_symbol(&bw, s, prev);
+            unsigned s = syms[g++], sn;
+            const uint32_t sc = symbol_code(s, prev, &sn);
             prev = s;
-            if (s == 0)
-                continue;
-            rice_group(&bw, zr + x0, n, s - 1, depth);
+            if (s == 0) {
+                bwf_put(&bw, sc, sn);
+            } else if (n == 16) {
+                rice16(&bw, sc, sn, zr + x0, s - 1, depth);
+            } else if (n == 8) {
+                const unsigned k = s - 1;
+                rice8_after(&bw, sc, sn,
+                            _mm256_cvtepu16_epi32(
+                                _mm_loadu_si128((const __m128i *)(const void *)(zr + x0))),
+                            _mm_cvtsi32_si128((int)k), _mm256_set1_epi32((int)k + 1),
+                            _mm256_set1_epi32((1 << k) - 1),
+                            _mm256_set1_epi32(L3_ESCAPE + (int)depth));
+            } else {
+                bwf_put(&bw, sc, sn);
+                bw_rice_group(&bw, zr + x0, n, s - 1, depth);
+            }
         }
     }
     return bwf_flush(&bw);
