@@ -489,16 +489,20 @@ AVX2_INLINE void rice_group(struct bw *bw, const uint16_t *z, uint32_t n, unsign
         rice16(bw, 0, 0, z, k, depth);
         return;
     }
-    if (n != 8) {
+    if (n < 8) {
         bw_rice_group(bw, z, n, k, depth);
         return;
     }
+    /* 8 at once, and the rest of a partial group (an LZ literal run's
+     * last) one by one */
     const __m128i kc = _mm_cvtsi32_si128((int)k);
     const __m256i k1 = _mm256_set1_epi32((int)k + 1);
     const __m256i mk = _mm256_set1_epi32((1 << k) - 1);
     const __m256i esclen = _mm256_set1_epi32(L3_ESCAPE + (int)depth);
     __m128i a = _mm_loadu_si128((const __m128i *)(const void *)z);
     rice8(bw, _mm256_cvtepu16_epi32(a), kc, k1, mk, esclen);
+    if (n > 8)
+        bw_rice_group(bw, z + 8, n - 8, k, depth);
 }
 
 AVX2 void l3_simd_rice_group(struct bw *bw, const uint16_t *z, uint32_t n, unsigned k,
