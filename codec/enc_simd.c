@@ -580,21 +580,25 @@ AVX2 void l3_simd_lz_costs(uint32_t *cost, const uint16_t *z, uint32_t w, uint32
             s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0xb1));
             sum = (uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(s)) +
                   (uint32_t)_mm256_extract_epi32(s, 4);
-            __m256i ca, cb;
-            if (sum == 0) {
-                ca = cb = _mm256_set1_epi32(1);
-            } else {
-                const unsigned k = fast_k(sum, L3_GROUP, depth);
-                const __m128i kc = _mm_cvtsi32_si128((int)k);
-                /* 16 * (q + 1 + k) + 2, or the escape's 16 * (16 + depth) + 2 */
-                const __m256i off = _mm256_set1_epi32(16 * (1 + (int)k) + 2);
-                __m256i qa = _mm256_srl_epi32(a, kc), qb = _mm256_srl_epi32(b, kc);
-                const __m256i lim = _mm256_set1_epi32(L3_ESCAPE - 1);
-                ca = _mm256_blendv_epi8(_mm256_add_epi32(_mm256_slli_epi32(qa, 4), off), escc,
-                                        _mm256_cmpgt_epi32(qa, lim));
-                cb = _mm256_blendv_epi8(_mm256_add_epi32(_mm256_slli_epi32(qb, 4), off), escc,
-                                        _mm256_cmpgt_epi32(qb, lim));
+            if (sum == 0) { /* 1/16 bit each: base + 1 .. base + 16 */
+                const __m256i bv = _mm256_set1_epi32((int)base);
+                _mm256_storeu_si256((__m256i *)(void *)(cr + x0),
+                                    _mm256_add_epi32(bv, _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8)));
+                _mm256_storeu_si256((__m256i *)(void *)(cr + x0 + 8),
+                                    _mm256_add_epi32(bv, _mm256_setr_epi32(9, 10, 11, 12, 13, 14,
+                                                                           15, 16)));
+                continue;
             }
+            const unsigned k = fast_k(sum, L3_GROUP, depth);
+            const __m128i kc = _mm_cvtsi32_si128((int)k);
+            /* 16 * (q + 1 + k) + 2, or the escape's 16 * (16 + depth) + 2 */
+            const __m256i off = _mm256_set1_epi32(16 * (1 + (int)k) + 2);
+            __m256i qa = _mm256_srl_epi32(a, kc), qb = _mm256_srl_epi32(b, kc);
+            const __m256i lim = _mm256_set1_epi32(L3_ESCAPE - 1);
+            __m256i ca = _mm256_blendv_epi8(_mm256_add_epi32(_mm256_slli_epi32(qa, 4), off), escc,
+                                            _mm256_cmpgt_epi32(qa, lim));
+            __m256i cb = _mm256_blendv_epi8(_mm256_add_epi32(_mm256_slli_epi32(qb, 4), off), escc,
+                                            _mm256_cmpgt_epi32(qb, lim));
             ca = _mm256_add_epi32(prefix8(ca), _mm256_set1_epi32((int)base));
             _mm256_storeu_si256((__m256i *)(void *)(cr + x0), ca);
             cb = _mm256_add_epi32(prefix8(cb), _mm256_permutevar8x32_epi32(ca, seven));
