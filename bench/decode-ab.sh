@@ -24,9 +24,9 @@ rounds=${ROUNDS:-3}
 reps=${REPS:-5}
 threads=${THREADS:-2}
 corpora=${CORPORA:-"wallpapers renders-2048 photos-2048 photos-unseen-2048"}
-for x in "$a" "$b"; do
-    [ -x "$x" ] || { echo "decode-ab: $x is not an executable" >&2; exit 1; }
-done
+# shellcheck source=bench/ab-common.sh
+. "$(dirname "$0")/ab-common.sh"
+ab_builds decode-ab "$a" "$b"
 
 # "DEC1 DECN SCALING" of one l3 bench run (the summary lines)
 run() {
@@ -37,12 +37,7 @@ run() {
              END {if (d1 == "" || dn == "") exit 1; print d1, dn, s}'
 }
 
-# "median (min-max)" of the numbers on standard input
-spread() {
-    sort -g | awk '{v[NR]=$1} END {m = NR % 2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2;
-                                   printf "%.2f (%.2f-%.2f)", m, v[1], v[NR]}'
-}
-col() { tr ' ' '\n' | grep . | spread; }
+col() { ab_spread ""; }
 
 echo "Load average at start: $(cut -d' ' -f1-3 /proc/loadavg); $rounds rounds of" \
      "\`l3 bench -j $threads -r $reps ${BENCH_ARGS:+$BENCH_ARGS }DIR\`, before and after in turn."

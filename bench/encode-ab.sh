@@ -17,9 +17,9 @@ corpus=${3:-${L3_CORPUS:-/var/cache/l3fs-corpus}/png}
 rounds=${ROUNDS:-3}
 reps=${REPS:-3}
 corpora=${CORPORA:-"wallpapers renders-2048 photos-2048 photos photos-unseen-2048 photos-heldout-2048 pngsuite"}
-for x in "$a" "$b"; do
-    [ -x "$x" ] || { echo "encode-ab: $x is not an executable" >&2; exit 1; }
-done
+# shellcheck source=bench/ab-common.sh
+. "$(dirname "$0")/ab-common.sh"
+ab_builds encode-ab "$a" "$b"
 
 # "L3_BYTES ENCODE_RATIO" of one l3 bench run
 run() {
@@ -27,11 +27,6 @@ run() {
         awk '/^TOTAL/ {s=$3} /^  encode, 1 thread / {e=$4} END {print s, e}'
 }
 
-# "median (min-max)" of the numbers on standard input
-spread() {
-    sort -g | awk '{v[NR]=$1} END {m = NR % 2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2;
-                                   printf "%.2fx (%.2f-%.2f)", m, v[1], v[NR]}'
-}
 
 echo "Load average at start: $(cut -d' ' -f1-3 /proc/loadavg); $rounds rounds of" \
      "\`l3 bench -j 1 -r $reps --cpu-time DIR\`, before and after in turn."
@@ -47,8 +42,8 @@ for d in $corpora; do
         read -r s e < <(run "$b" "$corpus/$d")
         sb=$s eb="$eb $e"
     done
-    ra=$(echo "$ea" | tr ' ' '\n' | grep . | spread)
-    rb=$(echo "$eb" | tr ' ' '\n' | grep . | spread)
+    ra=$(echo "$ea" | ab_spread x)
+    rb=$(echo "$eb" | ab_spread x)
     echo "| $d | $sa | $sb | $(awk -v x="$sa" -v y="$sb" 'BEGIN {printf "%.4f", y / x}') | $ra | $rb |"
 done
 echo
