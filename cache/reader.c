@@ -51,6 +51,7 @@ struct l3cache_reader {
     int fd;                  /* [const] */
     const void *map;         /* [const] */
     struct stat st;          /* [const] the descriptor's fstat at open */
+    int err;                 /* [const] that fstat's -errno (0: it worked) */
     int ranged;              /* [const] 1: r holds its valid range checksums */
     struct ranges r;         /* [const] when ranged */
     pthread_mutex_t mu;
@@ -68,18 +69,19 @@ int l3cache_reader_open(l3cache *c, const struct l3cache_key *key, int fd, const
     struct l3cache_reader *rd = calloc(1, sizeof *rd);
     if (!rd)
         return -ENOMEM;
-    if (fstat(fd, &rd->st) != 0) {
-        int e = -errno;
-        free(rd);
-        return e;
-    }
+    /* a descriptor that fails (on a network filesystem: ESTALE, ENOENT when
+     * another host removed the object before this host's deferred open
+     * reached the server) is reported by every read, where the caller can
+     * replace the object, not by the open */
+    if (fstat(fd, &rd->st) != 0)
+        rd->err = -errno;
     rd->c = c;
     rd->key = *key;
     rd->fd = fd;
     rd->map = map;
     /* without range checksums (or not checking at all) reads take the
      * whole-object path, which looks at the descriptor itself */
-    rd->ranged = c->verify == VERIFY_AUTO &&
+    rd->ranged = rd->err == 0 && c->verify == VERIFY_AUTO &&
                  ranges_load(fd, key, (uint64_t)rd->st.st_size, &rd->r) == 0;
     pthread_mutex_init(&rd->mu, NULL);
     pthread_cond_init(&rd->cv, NULL);
@@ -285,6 +287,8 @@ ssize_t l3cache_reader_read(struct l3cache_reader *rd, uint64_t off, size_t len,
         return -EINVAL;
     view_ret->data = NULL;
     view_ret->slot = -1;
+    if (rd->err)
+        return rd->err;
     if (!rd->ranged) /* checked whole (TRUST: never; ALWAYS: at every open) */
         return l3cache_read_ready(rd->c, &rd->key, rd->fd, rd->map, off, len);
     uint64_t size = rd->r.size;

@@ -386,6 +386,39 @@ Test(ranges, reader_reads_ahead_for_a_sequential_reader)
     l3cache_close(c);
 }
 
+/* A descriptor that fails (as one of an object another GlusterFS client
+ * removed does: ESTALE or ENOENT) still gives a reader, whose reads report
+ * the error: the daemon's read replaces the object then, where an open that
+ * failed would have refused the file. */
+Test(ranges, reader_of_a_failing_descriptor_reports_at_every_read)
+{
+    l3cache *c = open_cache();
+    struct obj ob;
+    get_obj(c, "f.png", 200, 200, &ob);
+    int bad = dup(ob.o.fd);
+    cr_assert_geq(bad, 0);
+    cr_assert_eq(close(bad), 0); /* a descriptor number that fstat refuses */
+    l3cache_reader *rd = NULL;
+    cr_assert_eq(l3cache_reader_open(c, &ob.o.key, bad, NULL, &rd), 0);
+    cr_assert_not_null(rd);
+    struct l3cache_scratch sc = {0};
+    struct l3cache_view v;
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(l3cache_reader_read(rd, 0, 1000, &sc, &v), -EBADF);
+        cr_assert_null(v.data);
+    }
+    l3cache_reader_ahead(rd, 1000, 1000); /* nothing to read ahead from */
+    cr_assert_eq(COUNTER(c, corrupt_repaired), 0, "a failing descriptor is not rot");
+    l3cache_reader_free(rd);
+    /* the object itself reads as before */
+    cr_assert_eq(l3cache_reader_open(c, &ob.o.key, ob.o.fd, NULL, &rd), 0);
+    reader_ok(rd, &ob, &sc, 0, ob.size);
+    l3cache_scratch_free(&sc);
+    l3cache_reader_free(rd);
+    put_obj(&ob);
+    l3cache_close(c);
+}
+
 /* Rot after the open is caught: every range a read needs that is not in one
  * of the reader's two buffers is read from the descriptor and hashed again.
  * A buffer keeps the bytes it checked (right when they were read) until it
