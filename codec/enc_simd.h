@@ -1,4 +1,4 @@
-/* enc_simd.h — AVX2 kernels of the encoder's hot loops (enc_simd.c): the
+/* enc_simd.h — AVX2 kernels of the encoder's hot loops (enc_simd.c, enc_simd_rice.c): the
  * same results as the portable code of enc_gather.c, enc_predict.c,
  * enc_rice.c and enc_lz.c, which stays the reference and the fallback.
  * Every kernel is integer-only and gives the same values as its reference
