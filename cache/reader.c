@@ -416,7 +416,9 @@ ssize_t l3cache_read_checked(l3cache *c, const struct l3cache_key *key, int fd, 
         return r;
     struct l3cache_view v = {NULL, -1};
     ssize_t n;
-    if (!rd->ranged)
+    if (rd->err) /* the descriptor's fstat failed: rd->st was not taken */
+        n = rd->err;
+    else if (!rd->ranged)
         n = read_ready_st(c, key, fd, map, &rd->st, off, len); /* the one fstat */
     else if (off >= rd->r.size || len == 0)
         n = 0;

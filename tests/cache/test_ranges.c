@@ -408,6 +408,10 @@ Test(ranges, reader_of_a_failing_descriptor_reports_at_every_read)
         cr_assert_null(v.data);
     }
     l3cache_reader_ahead(rd, 1000, 1000); /* nothing to read ahead from */
+    const void *data = &data;
+    cr_assert_eq(l3cache_read_checked(c, &ob.o.key, bad, NULL, 0, 1000, &sc, &data), -EBADF,
+                 "the one-shot form reports it too");
+    cr_assert_null(data);
     cr_assert_eq(COUNTER(c, corrupt_repaired), 0, "a failing descriptor is not rot");
     l3cache_reader_free(rd);
     /* the object itself reads as before */
