@@ -18,7 +18,9 @@ executable that does not speak TAP counts as a failure (its skipped cases
 would be hidden).
 
 Prints "tests: P passed, F failed, S skipped", then every skipped case with
-its reason (grouped by reason) and every failed case. Exit status 0.
+its reason (grouped by reason), every test that was rerun after a timeout
+(scripts/test-rerun.py: the entry is the rerun's, marked "rerun_after"; its
+cases count by the rerun) and every failed case. Exit status 0.
 """
 import json
 import os
@@ -74,6 +76,7 @@ def main(dirs):
     passed = failed = 0
     skips = {}   # reason -> [where]
     fails = []
+    reruns = []
     for d in dirs:
         log = os.path.join(d, "meson-logs", "testlog.json")
         if not os.path.exists(log):
@@ -85,6 +88,10 @@ def main(dirs):
             e = json.loads(line)
             name, res = e["name"], e.get("result", "")
             stdout = e.get("stdout") or ""
+            if e.get("rerun_after"):
+                first = e.get("first_duration")
+                took = f" after {first:.0f} s" if isinstance(first, (int, float)) else ""
+                reruns.append(f"{tag} {name}: first run {e['rerun_after']}{took}, rerun {res}")
             if TAP_HEADER.search(stdout):
                 cases = tap_cases(stdout)
                 for r, case, why in cases:
@@ -123,6 +130,10 @@ def main(dirs):
             print(f"  {len(where)} x {why}")
             for w in where:
                 print(f"      {w}")
+    if reruns:
+        print(f"rerun once after a timeout ({len(reruns)}; scripts/test-rerun.py says why):")
+        for r in reruns:
+            print(f"  {r}")
     if fails:
         print(f"failed ({failed}):")
         for f in fails:

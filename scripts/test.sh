@@ -2,7 +2,8 @@
 # The whole test suite: installs what is missing (scripts/deps.sh: apt-get install of the
 # Debian packages not yet present), builds, runs every test.
 #   1. warnings-as-errors build (CUDA library too when nvcc exists), all tests
-#   2. AddressSanitizer + UndefinedBehaviorSanitizer build, all tests
+#   2. AddressSanitizer + UndefinedBehaviorSanitizer build, all tests (a test that
+#      timed out there is rerun once, printed and listed: scripts/test-rerun.py)
 #   3. bounded libFuzzer runs of the decoders (clang)
 # Exits non-zero when anything fails. Build dirs: build-test, build-asan, build-fuzz.
 # Ends with "tests: P passed, F failed, S skipped", counted case by case (each Criterion
@@ -55,7 +56,8 @@ for step in $steps; do
     setup build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dgpu=disabled -Dbuildtype=debug
     meson compile -C build-asan -j "$jobs"
     ran+=(build-asan)
-    meson test -C build-asan --print-errorlogs --num-processes "$jobs" --timeout-multiplier 4 || { totals; exit 1; }
+    # a test that timed out is rerun once, printed and listed (scripts/test-rerun.py)
+    scripts/test-rerun.sh build-asan --print-errorlogs --num-processes "$jobs" --timeout-multiplier 4 || { totals; exit 1; }
     ;;
   fuzz)
     echo "== bounded fuzz runs"
