@@ -4,6 +4,7 @@
  * codec (helpers.c) so that faults can be injected and runs stay short; the
  * `real_codec` tests go through libl3 and compare pixels with libpng. */
 #include <criterion/criterion.h>
+#include "tc_timeout.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -63,7 +64,7 @@ static void teardown(void)
     nftw(root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-TestSuite(cache, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(cache, .init = setup, .fini = teardown, .timeout = TC_TIMEOUT(120));
 
 static struct fake_codec fc;
 
@@ -1214,7 +1215,7 @@ static double mono(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-Test(cache, two_processes_hammer_with_kill9, .timeout = 240)
+Test(cache, two_processes_hammer_with_kill9, .timeout = TC_TIMEOUT(240))
 {
     double seconds = atof(env_or("L3_CACHE_HAMMER_SECONDS", getenv("L3_STRESS") ? "30" : "10"));
     enum { N = 20 };
@@ -1397,7 +1398,7 @@ Test(cache, real_codec_round_trip_and_repair)
 
 /* A few files of each corpus set (every PNG colour type and depth among
  * them), through the cache twice: encoded, then served. */
-Test(cache, real_codec_corpus, .timeout = 240)
+Test(cache, real_codec_corpus, .timeout = TC_TIMEOUT(240))
 {
     static const struct {
         const char *dir;
@@ -1572,7 +1573,7 @@ Test(cache, trust_storage_checks_the_header_only)
 
 /* Two processes, same sources, same order, at the same moment: each key is
  * encoded once in all (the second waits on the first one's claim). */
-Test(cache, claims_one_encode_across_processes, .timeout = 60)
+Test(cache, claims_one_encode_across_processes, .timeout = TC_TIMEOUT(60))
 {
     enum { N = 8 };
     char names[N][16];
@@ -1652,7 +1653,7 @@ static void plant_claim(l3cache *c, const char *name, const char *owner, time_t 
 /* A claim whose owner went silent (another host: its mtime stops moving) is
  * taken over after claim_stale_ms; one of a dead process of this host at
  * once; a live one is waited for at most claim_wait_ms. */
-Test(cache, stale_claims_taken_over_and_waits_bounded, .timeout = 60)
+Test(cache, stale_claims_taken_over_and_waits_bounded, .timeout = TC_TIMEOUT(60))
 {
     make_png("a.png", 20, 20, 41, 1);
     make_png("b.png", 20, 20, 42, 1);

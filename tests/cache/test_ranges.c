@@ -5,6 +5,7 @@
  * an object without valid ones (an earlier version's, another object's, a
  * damaged attribute) is checked whole instead. */
 #include <criterion/criterion.h>
+#include "tc_timeout.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -50,7 +51,7 @@ static void teardown(void)
     nftw(root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-TestSuite(ranges, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(ranges, .init = setup, .fini = teardown, .timeout = TC_TIMEOUT(120));
 
 static l3cache *open_cache_budget(uint64_t buffer_budget)
 {

@@ -10,6 +10,7 @@
  * == reference, with the palette/tRNS description kept.
  */
 #include <criterion/criterion.h>
+#include "tc_timeout.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -647,10 +648,10 @@ static void run_corpus(const char *sub, unsigned stride_asan)
     pt_free_list(files, n);
 }
 
-Test(png, corpus_photos_2048, .timeout = 300) { run_corpus("photos-2048", 2); }
-Test(png, corpus_wallpapers, .timeout = 300) { run_corpus("wallpapers", 2); }
-Test(png, corpus_renders_2048, .timeout = 300) { run_corpus("renders-2048", 2); }
-Test(png, corpus_photos_full_size, .timeout = 300) { run_corpus("photos", 3); }
+Test(png, corpus_photos_2048, .timeout = TC_TIMEOUT(300)) { run_corpus("photos-2048", 2); }
+Test(png, corpus_wallpapers, .timeout = TC_TIMEOUT(300)) { run_corpus("wallpapers", 2); }
+Test(png, corpus_renders_2048, .timeout = TC_TIMEOUT(300)) { run_corpus("renders-2048", 2); }
+Test(png, corpus_photos_full_size, .timeout = TC_TIMEOUT(300)) { run_corpus("photos", 3); }
 
 /* --------------------------------------------------- hostile input */
 
@@ -1308,7 +1309,7 @@ static void tc_corpus(const char *sub)
     pt_free_list(files, n);
 }
 
-Test(transcode, corpus_photos_2048, .timeout = 300) { tc_corpus("photos-2048"); }
-Test(transcode, corpus_renders_2048, .timeout = 300) { tc_corpus("renders-2048"); }
-Test(transcode, corpus_wallpapers, .timeout = 300) { tc_corpus("wallpapers"); }
-Test(transcode, corpus_pngsuite, .timeout = 300) { tc_corpus("pngsuite"); }
+Test(transcode, corpus_photos_2048, .timeout = TC_TIMEOUT(300)) { tc_corpus("photos-2048"); }
+Test(transcode, corpus_renders_2048, .timeout = TC_TIMEOUT(300)) { tc_corpus("renders-2048"); }
+Test(transcode, corpus_wallpapers, .timeout = TC_TIMEOUT(300)) { tc_corpus("wallpapers"); }
+Test(transcode, corpus_pngsuite, .timeout = TC_TIMEOUT(300)) { tc_corpus("pngsuite"); }

@@ -7,6 +7,7 @@
  * end cover the namespace rules, statistics and the command line alone.
  */
 #include <criterion/criterion.h>
+#include "tc_timeout.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -467,7 +468,7 @@ static int count_kind(int kind)
     return n;
 }
 
-TestSuite(mount, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(mount, .init = setup, .fini = teardown, .timeout = TC_TIMEOUT(120));
 
 /* ------------------------------------------------------------- tests */
 

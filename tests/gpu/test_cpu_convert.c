@@ -11,6 +11,7 @@
  *   - a photo-sized image through the batch decoder, where streaming engages
  *     by itself. */
 #include <criterion/criterion.h>
+#include "tc_timeout.h"
 #include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
@@ -191,7 +192,7 @@ static void check_batch(const struct img *m)
     }
 }
 
-Test(cpu_convert, pngsuite_every_format_matches_reference, .timeout = 600)
+Test(cpu_convert, pngsuite_every_format_matches_reference, .timeout = TC_TIMEOUT(600))
 {
     char **files;
     size_t n = pngsuite(&files);
@@ -253,7 +254,7 @@ static void convert_tiles(const struct img *m, const struct l3cv_fast *fc, uint8
     free(scratch);
 }
 
-Test(cpu_convert, streamed_and_unaligned_outputs_match_reference, .timeout = 600)
+Test(cpu_convert, streamed_and_unaligned_outputs_match_reference, .timeout = TC_TIMEOUT(600))
 {
     char **files;
     size_t n = pngsuite(&files);
@@ -327,7 +328,7 @@ Test(cpu_convert, streamed_and_unaligned_outputs_match_reference, .timeout = 600
     cr_assert_gt(tested, 0);
 }
 
-Test(cpu_convert, photo_sized_batch_streams_and_matches_reference, .timeout = 600)
+Test(cpu_convert, photo_sized_batch_streams_and_matches_reference, .timeout = TC_TIMEOUT(600))
 {
     /* an 8-bit RGB image (smooth + noisy areas) 1003 x 400: every output of
      * 1 MiB or more streams; 1003 makes most rows start unaligned */

@@ -7,6 +7,7 @@
  *     usable the tests that need one skip with that reason.
  */
 #include <criterion/criterion.h>
+#include "tc_timeout.h"
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -219,7 +220,7 @@ Test(cuda, no_gpu_is_a_status)
 /* Every colour model x every format x pageable/pinned/device inputs: a good
  * image, a truncated one and one with LZ planes per batch; then separate
  * outputs (out_ptrs) for every model. */
-Test(cuda, gpu_matches_cpu_every_format, .timeout = 600)
+Test(cuda, gpu_matches_cpu_every_format, .timeout = TC_TIMEOUT(600))
 {
     l3gpu_ctx *ctx = open_ctx(0);
     static const char *mem_name[] = {"host", "pinned", "device"};
