@@ -192,7 +192,9 @@ ssize_t l3cache_read_checked(l3cache *cache, const struct l3cache_key *key, int 
  * back by l3cache_reader_free; the buffers of all readers of a handle stay
  * within 64 MiB together (past that, reads use the scratch alone). One reader may be used by any number of threads at
  * once; the descriptor (and map) must stay open until it is freed.
- * map: as for l3cache_read_ready, or NULL. 0 or -errno (-EINVAL, -ENOMEM;
+ * map: as for l3cache_read_ready, or NULL (the reader then maps the object
+ * itself where it needs a map: an object without range checksums, checked
+ * whole; reads on range checksums never use one). 0 or -errno (-EINVAL, -ENOMEM;
  * a descriptor whose fstat fails gives a reader whose every read returns
  * that error, so that the caller replaces the object where it reads). */
 typedef struct l3cache_reader l3cache_reader;

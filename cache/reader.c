@@ -23,12 +23,18 @@
  * past it a read uses the caller's scratch and nothing is read ahead.
  *
  * An object without valid range checksums is checked whole, as
- * l3cache_read_ready says (verified.c).
+ * l3cache_read_ready says (verified.c); only then does the reader need a
+ * mapping of it (mincore: are the checked pages still in memory?), and
+ * when the caller gives none it maps the object itself. Range-checked
+ * reads read the descriptor and never touch a mapping: no map is made
+ * for them (an mmap and munmap per open file, the munmap's TLB flush
+ * reaching every core a worker ran on).
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -49,7 +55,8 @@ struct l3cache_reader {
     struct l3cache *c;       /* [const] */
     struct l3cache_key key;  /* [const] */
     int fd;                  /* [const] */
-    const void *map;         /* [const] */
+    const void *map;         /* [const] the caller's, or own_map */
+    void *own_map;           /* [const] mapped here (unmapped at free), or NULL */
     struct stat st;          /* [const] the descriptor's fstat at open */
     int err;                 /* [const] that fstat's -errno (0: it worked) */
     int ranged;              /* [const] 1: r holds its valid range checksums */
@@ -83,6 +90,13 @@ int l3cache_reader_open(l3cache *c, const struct l3cache_key *key, int fd, const
      * whole-object path, which looks at the descriptor itself */
     rd->ranged = rd->err == 0 && c->verify == VERIFY_AUTO &&
                  ranges_load(fd, key, (uint64_t)rd->st.st_size, &rd->r) == 0;
+    /* checked whole: l3cache_read_ready looks at the pages through a map */
+    if (!map && rd->err == 0 && c->verify == VERIFY_AUTO && !rd->ranged &&
+        rd->st.st_size > 0 && (uint64_t)rd->st.st_size <= SIZE_MAX) {
+        void *m = mmap(NULL, (size_t)rd->st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+        if (m != MAP_FAILED)
+            rd->map = rd->own_map = m;
+    }
     pthread_mutex_init(&rd->mu, NULL);
     pthread_cond_init(&rd->cv, NULL);
     *reader_ret = rd;
@@ -148,6 +162,8 @@ void l3cache_reader_free(struct l3cache_reader *rd)
         held_give(rd->c, rd->slot[i].cap);
         pool_put(rd->c, rd->slot[i].buf, rd->slot[i].cap);
     }
+    if (rd->own_map)
+        munmap(rd->own_map, (size_t)rd->st.st_size);
     pthread_cond_destroy(&rd->cv);
     pthread_mutex_destroy(&rd->mu);
     free(rd);
@@ -419,7 +435,7 @@ ssize_t l3cache_read_checked(l3cache *c, const struct l3cache_key *key, int fd, 
     if (rd->err) /* the descriptor's fstat failed: rd->st was not taken */
         n = rd->err;
     else if (!rd->ranged)
-        n = read_ready_st(c, key, fd, map, &rd->st, off, len); /* the one fstat */
+        n = read_ready_st(c, key, fd, rd->map, &rd->st, off, len); /* the one fstat */
     else if (off >= rd->r.size || len == 0)
         n = 0;
     else

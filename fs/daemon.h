@@ -296,13 +296,11 @@ struct fh {
 };
 
 /* ---- read.c ---- */
-/* The object of descriptor fd (taken over: closed on failure too), its size
- * bytes mapped where they can be and its checked reader opened; NULL on
- * failure. */
-struct fobj *fobj_new(struct l3fs_daemon *d, const struct l3cache_key *key, int fd,
-                      uint64_t size);
-/* Frees o with its reader, mapping (size bytes) and descriptor; NULL: none. */
-void fobj_free(struct fobj *o, uint64_t size);
+/* The object of descriptor fd (taken over: closed on failure too) with its
+ * checked reader opened; NULL on failure. */
+struct fobj *fobj_new(struct l3fs_daemon *d, const struct l3cache_key *key, int fd);
+/* Frees o with its reader and descriptor; NULL: none. */
+void fobj_free(struct fobj *o);
 /* Replies to a read of [off, off+size) of the .l3 open as h: bytes checked
  * (a corrupt or failing object is replaced first), or spliced from the
  * object, or an error; after checked bytes it reads the next range ahead.

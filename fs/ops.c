@@ -33,9 +33,9 @@ static void fh_put(struct fh *h)
         return;
     if (h->fd >= 0)
         close(h->fd);
-    fobj_free(h->obj, h->size);
+    fobj_free(h->obj);
     for (int i = 0; i < h->nold; i++)
-        fobj_free(h->old[i], h->size);
+        fobj_free(h->old[i]);
     if (h->kind == NK_L3)
         pthread_mutex_destroy(&h->lock);
     free(h->buf);
@@ -240,7 +240,7 @@ static int open_l3(struct l3fs_daemon *d, struct node *n, struct fh *h,
     int r = l3_open(d, n, &fd, &h->size, &h->key, &miss, &keep);
     if (r < 0)
         return r;
-    if (!(h->obj = fobj_new(d, &h->key, fd, h->size))) {
+    if (!(h->obj = fobj_new(d, &h->key, fd))) {
         l3_closed(d, n);
         return -ENOMEM;
     }

@@ -1,37 +1,27 @@
 /* read.c — reads of an open .l3: checked bytes, repair, read-ahead.
  *
- * An open .l3 serves one object (struct fobj: its descriptor, mapping and
+ * An open .l3 serves one object (struct fobj: its descriptor and
  * l3cache_reader). Every read is checked since the bytes left the disk; a
  * read that finds the object corrupt, or its descriptor failing, swaps in a
- * correct copy for the handle (descriptor, mapping and reader as one) and
+ * correct copy for the handle (descriptor and reader as one) and
  * reads again. After the reply the reader checks the next range ahead.
  */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "daemon.h"
 
-/* The object an open .l3 serves: its descriptor, mapping (mincore) and
- * checked-read state (l3cache_reader: range checksums loaded once). */
+/* The object an open .l3 serves: its descriptor and checked-read state
+ * (l3cache_reader: range checksums loaded once; it maps the object itself
+ * only when it must check it whole). */
 struct fobj {
     int fd;
-    void *map;               /* or NULL */
     l3cache_reader *rd;
 };
 
-static void *map_object(int fd, uint64_t size)
-{
-    if (size == 0 || size > SIZE_MAX)
-        return NULL;
-    void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
-    return m == MAP_FAILED ? NULL : m;
-}
-
-struct fobj *fobj_new(struct l3fs_daemon *d, const struct l3cache_key *key, int fd,
-                      uint64_t size)
+struct fobj *fobj_new(struct l3fs_daemon *d, const struct l3cache_key *key, int fd)
 {
     struct fobj *o = calloc(1, sizeof *o);
     if (!o) {
@@ -39,10 +29,7 @@ struct fobj *fobj_new(struct l3fs_daemon *d, const struct l3cache_key *key, int 
         return NULL;
     }
     o->fd = fd;
-    o->map = map_object(fd, size);
-    if (l3cache_reader_open(d->cache, key, fd, o->map, &o->rd) != 0) {
-        if (o->map)
-            munmap(o->map, (size_t)size);
+    if (l3cache_reader_open(d->cache, key, fd, NULL, &o->rd) != 0) {
         close(fd);
         free(o);
         return NULL;
@@ -50,13 +37,11 @@ struct fobj *fobj_new(struct l3fs_daemon *d, const struct l3cache_key *key, int 
     return o;
 }
 
-void fobj_free(struct fobj *o, uint64_t size)
+void fobj_free(struct fobj *o)
 {
     if (!o)
         return;
     l3cache_reader_free(o->rd);
-    if (o->map)
-        munmap(o->map, (size_t)size);
     close(o->fd);
     free(o);
 }
@@ -90,7 +75,7 @@ static int fh_read(struct l3fs_daemon *d, struct fh *h, off_t off, size_t size,
             /* another read repaired it meanwhile */
         } else if (h->nold < 4 &&
                    l3_reopen(d, h->node, &h->key, h->size, r == -EBADMSG, &nfd) == 0 &&
-                   (no = fobj_new(d, &h->key, nfd, h->size))) {
+                   (no = fobj_new(d, &h->key, nfd))) {
             h->old[h->nold++] = o;
             __atomic_store_n(&h->obj, no, __ATOMIC_RELEASE);
         } else {

@@ -387,6 +387,67 @@ Test(ranges, reader_reads_ahead_for_a_sequential_reader)
     l3cache_close(c);
 }
 
+/* How many mappings of fd's file this process holds (/proc/self/maps). */
+static int mappings_of(int fd)
+{
+    struct stat st;
+    cr_assert_eq(fstat(fd, &st), 0);
+    FILE *f = fopen("/proc/self/maps", "r");
+    cr_assert_not_null(f);
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long ino = 0;
+        if (sscanf(line, "%*s %*s %*s %*s %llu", &ino) == 1 && ino == (unsigned long long)st.st_ino)
+            n++;
+    }
+    fclose(f);
+    return n;
+}
+
+/* A reader maps the object only where a read looks at its pages: one
+ * without range checksums, checked whole and then served while its pages
+ * stay in memory (mincore through that map); ranged reads read the
+ * descriptor, and their reader makes no map. */
+Test(ranges, reader_maps_only_an_object_it_checks_whole)
+{
+    l3cache *c = open_cache();
+    struct obj ob;
+    get_obj(c, "m.png", 300, 300, &ob);
+    cr_assert_eq(mappings_of(ob.o.fd), 0);
+    l3cache_reader *rd;
+    struct l3cache_scratch sc = {0};
+    cr_assert_eq(l3cache_reader_open(c, &ob.o.key, ob.o.fd, NULL, &rd), 0);
+    cr_assert_eq(mappings_of(ob.o.fd), 0, "range checksums: no map");
+    reader_ok(rd, &ob, &sc, CHUNK, 1000);
+    l3cache_reader_free(rd);
+    /* without them: checked whole, the pages looked at through its own map */
+    cr_assert_eq(fremovexattr(ob.o.fd, XATTR), 0);
+    cr_assert_eq(l3cache_reader_open(c, &ob.o.key, ob.o.fd, NULL, &rd), 0);
+    cr_assert_eq(mappings_of(ob.o.fd), 1, "checked whole: mapped");
+    struct l3cache_view v;
+    uint64_t before = COUNTER(c, verified);
+    cr_assert_eq(l3cache_reader_read(rd, 0, 1000, &sc, &v), 0, "serve from the descriptor");
+    cr_assert_eq(COUNTER(c, verified), before + 1, "checked whole: new to this handle");
+    cr_assert_eq(l3cache_reader_read(rd, 1000, 1000, &sc, &v), 0);
+    cr_assert_eq(COUNTER(c, verified), before + 1, "its pages are still the checked ones");
+    drop_pages(ob.o.fd);
+    cr_assert_eq(l3cache_reader_read(rd, 2000, 1000, &sc, &v), 0);
+    cr_assert_eq(COUNTER(c, verified), before + 2, "its pages left memory: checked again");
+    l3cache_reader_free(rd);
+    cr_assert_eq(mappings_of(ob.o.fd), 0, "unmapped with the reader");
+    /* a caller's map is used, not another one */
+    void *map = mmap(NULL, ob.size, PROT_READ, MAP_SHARED, ob.o.fd, 0);
+    cr_assert_neq(map, MAP_FAILED);
+    cr_assert_eq(l3cache_reader_open(c, &ob.o.key, ob.o.fd, map, &rd), 0);
+    cr_assert_eq(mappings_of(ob.o.fd), 1);
+    l3cache_reader_free(rd);
+    cr_assert_eq(munmap(map, ob.size), 0);
+    l3cache_scratch_free(&sc);
+    put_obj(&ob);
+    l3cache_close(c);
+}
+
 /* A descriptor that fails (as one of an object another GlusterFS client
  * removed does: ESTALE or ENOENT) still gives a reader, whose reads report
  * the error: the daemon's read replaces the object then, where an open that
