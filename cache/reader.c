@@ -49,6 +49,7 @@ struct rslot {
     uint64_t len;   /* [mu] */
     int state;      /* [mu] SLOT_* */
     unsigned users; /* [mu] replies reading buf (READY only) */
+    int unread;     /* [mu] read ahead and not served yet (READY only) */
 };
 
 struct l3cache_reader {
@@ -209,16 +210,25 @@ static int slot_covering(struct l3cache_reader *rd, uint64_t off, uint64_t end, 
 }
 
 /* A slot that may be filled now (no reply reads it, no fill runs in it),
- * the empty one or the one holding the lower offsets first; for a read
- * ahead (ahead), not one holding bytes the reader has not reached yet; or
- * -1 (mu held). */
+ * the empty one or the one holding the lower offsets first; or -1 (mu
+ * held). For a read ahead (ahead), not one holding bytes the reader has not
+ * reached yet, nor one read ahead that no read has taken while the reader
+ * is less than UNREAD_SPAN of its lengths past its start: the kernel sends a
+ * sequential reader's reads several at once (a 1 MiB read(2): eight of
+ * 128 KiB) and the workers take them in turn, so the read of a range may
+ * come after later ones moved `next` past it; refilling its slot then had
+ * that read read and hash the range a second time (19-27 of the 182 reads
+ * of a cold pass over the 13 photos on a busy machine, 8-10 on a quieter
+ * one). */
+#define UNREAD_SPAN 8
 static int slot_free(struct l3cache_reader *rd, int ahead)
 {
     int best = -1;
     for (int i = 0; i < 2; i++) {
         const struct rslot *s = &rd->slot[i];
+        uint64_t reached = s->off + (s->unread ? UNREAD_SPAN : 1) * s->len;
         if (s->state == SLOT_FILLING || s->users ||
-            (ahead && s->state == SLOT_READY && s->off + s->len > rd->next))
+            (ahead && s->state == SLOT_READY && reached > rd->next))
             continue;
         if (s->state == SLOT_EMPTY)
             return i;
@@ -272,6 +282,7 @@ static int fill_slot(struct l3cache_reader *rd, int i, uint64_t c0, uint64_t c1,
     }
     pthread_mutex_lock(&rd->mu);
     s->state = r == 0 ? SLOT_READY : SLOT_EMPTY;
+    s->unread = r == 0 && !use;
     if (r == 0 && use)
         s->users++;
     pthread_cond_broadcast(&rd->cv);
@@ -320,6 +331,7 @@ ssize_t l3cache_reader_read(struct l3cache_reader *rd, uint64_t off, size_t len,
         pthread_cond_wait(&rd->cv, &rd->mu); /* a fill ahead of this read */
     if (i >= 0) {
         rd->slot[i].users++;
+        rd->slot[i].unread = 0;
         view_ret->data = rd->slot[i].buf + (off - rd->slot[i].off);
         pthread_mutex_unlock(&rd->mu);
         view_ret->slot = i;

@@ -387,6 +387,32 @@ Test(ranges, reader_reads_ahead_for_a_sequential_reader)
     l3cache_close(c);
 }
 
+/* Reads of one sequential reader taken out of turn (the kernel sends
+ * several at once; workers take them in any order): a range read ahead is
+ * kept for its read even when reads of later ranges came first, instead of
+ * being refilled by the next read ahead and then read and hashed again. */
+Test(ranges, reader_keeps_a_range_read_ahead_for_a_late_read)
+{
+    l3cache *c = open_cache();
+    struct obj ob;
+    get_obj(c, "late.png", 700, 700, &ob); /* ~1.5 MB: 23 chunks */
+    l3cache_reader *rd;
+    cr_assert_eq(l3cache_reader_open(c, &ob.o.key, ob.o.fd, NULL, &rd), 0);
+    struct l3cache_scratch sc = {0};
+    size_t s = 2 * CHUNK;
+    cr_assert_eq(reader_ok(rd, &ob, &sc, 0, s), -1);
+    l3cache_reader_ahead(rd, s, s); /* [s, 2s) and [2s, 3s) read ahead */
+    cr_assert_geq(reader_ok(rd, &ob, &sc, 2 * s, s), 0, "out of turn, from its buffer");
+    cr_assert_eq(reader_ok(rd, &ob, &sc, 3 * s, s), -1, "the one after: from the descriptor");
+    l3cache_reader_ahead(rd, 4 * s, s); /* sequential again: reads ahead */
+    cr_assert_geq(reader_ok(rd, &ob, &sc, s, s), 0,
+                  "the late read still finds the range read ahead for it");
+    l3cache_scratch_free(&sc);
+    l3cache_reader_free(rd);
+    put_obj(&ob);
+    l3cache_close(c);
+}
+
 /* How many mappings of fd's file this process holds (/proc/self/maps). */
 static int mappings_of(int fd)
 {
