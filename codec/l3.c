@@ -1,6 +1,4 @@
 /* l3.c — header layout, validation, shared helpers of the L3 format core. */
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -326,82 +324,4 @@ int l3_read_info(const void *data, size_t size, struct l3_info *info_ret,
                  size_t *needed_ret)
 {
     return l3_read_layout(data, size, info_ret, NULL, needed_ret);
-}
-
-/* ---- tiles across threads ---- */
-
-struct par {
-    uint64_t tiles;
-    atomic_uint_fast64_t next;
-    atomic_int status;
-    l3_tile_fn fn;
-    void *arg;
-};
-
-struct worker {
-    struct par *par;
-    unsigned id;
-};
-
-static void run_worker(struct par *p, unsigned id)
-{
-    for (;;) {
-        if (atomic_load_explicit(&p->status, memory_order_relaxed))
-            return;
-        uint64_t t = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
-        if (t >= p->tiles)
-            return;
-        int st = p->fn(p->arg, id, t);
-        if (st) {
-            int zero = 0;
-            atomic_compare_exchange_strong(&p->status, &zero, st);
-            return;
-        }
-    }
-}
-
-static void *worker_main(void *v)
-{
-    struct worker *w = v;
-    run_worker(w->par, w->id);
-    return NULL;
-}
-
-int l3_parallel_tiles(uint64_t tiles, unsigned threads, l3_tile_fn fn, void *arg)
-{
-    threads = l3_thread_count(threads, tiles);
-    if (threads == 1) {
-        for (uint64_t t = 0; t < tiles; t++) {
-            int st = fn(arg, 0, t);
-            if (st)
-                return st;
-        }
-        return L3_OK;
-    }
-    struct par p;
-    p.tiles = tiles;
-    atomic_init(&p.next, 0);
-    atomic_init(&p.status, 0);
-    p.fn = fn;
-    p.arg = arg;
-    pthread_t tid[256];
-    struct worker w[256];
-    unsigned started = 0;
-    int st = L3_OK;
-    for (unsigned i = 1; i < threads; i++) {
-        w[i].par = &p;
-        w[i].id = i;
-        if (pthread_create(&tid[i], NULL, worker_main, &w[i]) != 0) {
-            st = L3_ERR_THREAD;
-            break;
-        }
-        started = i;
-    }
-    /* even when a thread failed to start, finish the work on this thread */
-    run_worker(&p, 0);
-    for (unsigned i = 1; i <= started; i++)
-        pthread_join(tid[i], NULL);
-    int ps = atomic_load(&p.status);
-    (void)st; /* fewer threads than asked is not an error: the work is done */
-    return ps;
 }

@@ -13,8 +13,14 @@
  *    byte when bit_depth <= 8 (sub-byte samples are unpacked, keeping their
  *    values: a 2-bit gray pixel decodes to 0..3) and one native-endian uint16_t
  *    when bit_depth == 16. Palette images decode to indices (1 sample/pixel).
- *  - Every function is thread-safe: there is no global state. Multi-threaded
- *    encode/decode of one image is requested with the `threads` option.
+ *  - Every function is thread-safe. Multi-threaded encode/decode of one image
+ *    is requested with the `threads` option. The one global state is the
+ *    worker threads those calls share: started by the first call that wants
+ *    them and kept, sleeping, between calls; one call uses them at a time
+ *    (calls made meanwhile from other threads start threads of their own).
+ *    They block every signal, do not exist in a fork()ed child (which starts
+ *    its own when it needs them) and are joined when the process exits or
+ *    the library is unloaded (never unload it during a call).
  *  - The library never logs and never aborts on bad input.
  */
 #ifndef L3_H
