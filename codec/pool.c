@@ -25,8 +25,8 @@
 #include "l3_internal.h"
 
 #define POOL_MAX (L3_MAX_THREADS - 1) /* workers besides the caller */
-#define IDLE_SPIN_NS 50000  /* a worker spins this long for the next call */
-#define DONE_SPIN_NS 500000 /* the caller spins this long for the workers' last tiles */
+#define IDLE_SPIN_NS 50000 /* a worker spins this long for the next call */
+#define DONE_SPIN_NS 50000 /* the caller spins this long for the workers' last tiles */
 
 /* One call: shared by its threads, on the caller's stack. */
 struct par {
@@ -226,6 +226,8 @@ static void pool_init(void)
 /* The owner: starts workers until there are `want`; returns how many exist. */
 static unsigned pool_grow(unsigned want)
 {
+    if (pool.workers >= want) /* only the owner writes it */
+        return pool.workers;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
