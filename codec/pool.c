@@ -2,12 +2,13 @@
  * worker threads.
  *
  * The tiles of one call are handed out one at a time from an atomic counter;
- * the calling thread is worker 0 and works too. Starting and joining threads
- * on every call cost 50-110 us of pthread_create on the caller and 80-1000 us
- * before the new thread ran its first tile (KVM guest, 2 vCPUs), against a
- * 5-6 ms two-thread decode of a 2048x1365 photo; so the workers are started
- * once, on the first call that wants them, and sleep between calls (after a
- * short spin: a decode loop's next image finds them awake).
+ * the calling thread is worker 0 and works too. Threads started and joined
+ * on every call cost the caller 50-110 us in pthread_create, and the new
+ * thread ran its first tile 80-180 us after the call began (2-vCPU KVM guest,
+ * mostly idle), against a 5-6 ms two-thread decode of a 2048x1365 photo; so
+ * the workers are started once, by the first call that wants them, and sleep
+ * between calls (after a short spin: a decode loop's next image finds them
+ * awake). bench/thread_overhead measures the difference.
  *
  * Concurrency: one call at a time owns the pool (pool.busy); a call that finds
  * it owned, or cannot start the workers it needs, starts threads of its own
