@@ -124,39 +124,45 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* A bounded spin: call spin_on() after each failed look; it pauses the CPU
+ * and returns 0 once ns nanoseconds have passed since the 64th look (the
+ * clock is read every 64 looks, the first of them starting the count). */
+struct spin {
+    unsigned looks;
+    double end;
+};
+
+static int spin_on(struct spin *s, double ns)
+{
+    if (++s->looks % 64 == 0) {
+        double t = now_ns();
+        if (s->end == 0)
+            s->end = t + ns;
+        else if (t > s->end)
+            return 0;
+    }
+    cpu_relax();
+    return 1;
+}
+
 /* Spins until *v != old or ns nanoseconds passed; returns whether it changed. */
 static int spin_while_u64(atomic_uint_fast64_t *v, uint64_t old, double ns)
 {
-    double end = 0;
-    for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(v, memory_order_acquire) != old)
-            return 1;
-        if (i % 64 == 0) {
-            double t = now_ns();
-            if (end == 0)
-                end = t + ns;
-            else if (t > end)
-                return 0;
-        }
-        cpu_relax();
-    }
+    struct spin s = {0, 0};
+    while (atomic_load_explicit(v, memory_order_acquire) == old)
+        if (!spin_on(&s, ns))
+            return 0;
+    return 1;
 }
 
+/* Spins until *v == want or ns nanoseconds passed; returns whether it came. */
 static int spin_until_uint(atomic_uint *v, unsigned want, double ns)
 {
-    double end = 0;
-    for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(v, memory_order_acquire) == want)
-            return 1;
-        if (i % 64 == 0) {
-            double t = now_ns();
-            if (end == 0)
-                end = t + ns;
-            else if (t > end)
-                return 0;
-        }
-        cpu_relax();
-    }
+    struct spin s = {0, 0};
+    while (atomic_load_explicit(v, memory_order_acquire) != want)
+        if (!spin_on(&s, ns))
+            return 0;
+    return 1;
 }
 
 static void *pool_main(void *unused)
