@@ -27,7 +27,6 @@ run() {
         awk '/^TOTAL/ {s=$3} /^  encode, 1 thread / {e=$4} END {print s, e}'
 }
 
-
 echo "Load average at start: $(cut -d' ' -f1-3 /proc/loadavg); $rounds rounds of" \
      "\`l3 bench -j 1 -r $reps --cpu-time DIR\`, before and after in turn."
 echo

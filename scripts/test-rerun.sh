@@ -14,14 +14,8 @@ meson test -C "$b" "$@" && exit 0
 hung=$(/usr/bin/python3 "$here/test-rerun.py" timeouts "$b") || exit 1
 echo "== rerun once after a timeout (scripts/test-rerun.py says why):" $hung
 cp "$b/meson-logs/testlog.json" "$b/meson-logs/testlog-first.json"
-# drop --num-processes N: the rerun tests run alone
-opts=() skip=0
-for a in "$@"; do
-  if [ $skip = 1 ]; then skip=0; continue; fi
-  case $a in --num-processes) skip=1 ;; --num-processes=*) ;; *) opts+=("$a") ;; esac
-done
 rc=0
 # shellcheck disable=SC2086 # one word per test name
-meson test -C "$b" "${opts[@]}" $hung || rc=$?
+meson test -C "$b" "$@" $hung || rc=$?
 /usr/bin/python3 "$here/test-rerun.py" merge "$b" || exit 1
 [ "$rc" -eq 0 ]
