@@ -16,6 +16,8 @@
  *   reader.c    checked reads of one descriptor: the checksums loaded once,
  *               each read checked on the chunks it touches, two verified
  *               buffers (read ahead for sequential readers)
+ *   spliced.c   checked reads without a copy: page-cache pages held by a
+ *               pipe, hashed in place, then spliced on by the caller
  *   claim.c     claims on a key shared through the directory, so that
  *               processes and hosts sharing it encode each key once
  *   get.c       l3cache_get: hit path, single flight, encode and store
@@ -196,6 +198,11 @@ void verified_add(struct l3cache *c, const struct stat *st);
 /* XXH3-64 of [off, size) of an object whose pages are all in memory, on a
  * mapping (SIGBUS-safe): 0, or -ENOTSUP / -errno (then read it instead). */
 int mapped_payload_hash(int fd, uint64_t size, uint64_t off, uint64_t *hash_ret);
+struct ranges;
+/* ranges_match of the whole chunks [c0, c1) at map (a mapping of them),
+ * SIGBUS-safe: 1 they match, 0 they do not, -EIO (SIGBUS: the file is
+ * shorter than mapped, a page failed to read back) or -ENOTSUP (no handler). */
+int mapped_ranges_match(const struct ranges *r, const uint8_t *map, uint64_t c0, uint64_t c1);
 
 /* ---- ranges.c ---- */
 #define RANGES_MAX 448 /* chunks; the attribute then fits one 4 KiB block */
@@ -215,6 +222,54 @@ int ranges_store(int fd, const struct l3cache_key *key, const void *data, size_t
 int ranges_load(int fd, const struct l3cache_key *key, uint64_t size, struct ranges *r);
 /* 1 when fd carries valid range checksums for key and size. */
 int ranges_present(int fd, const struct l3cache_key *key, uint64_t size);
+/* ---- reader.c, spliced.c: one object descriptor's checked reads ----
+ * (in a reader, fields marked [mu] are protected by its own mu) */
+enum { SLOT_EMPTY, SLOT_FILLING, SLOT_READY };
+
+struct rslot {
+    uint8_t *buf;   /* written only by the thread that set FILLING */
+    size_t cap;
+    uint64_t off;   /* [mu] the bytes [off, off + len) of the object */
+    uint64_t len;   /* [mu] */
+    int state;      /* [mu] SLOT_* */
+    unsigned users; /* [mu] replies reading buf (READY only) */
+    int unread;     /* [mu] read ahead and not served yet (READY only) */
+};
+
+struct l3cache_reader {
+    struct l3cache *c;       /* [const] */
+    struct l3cache_key key;  /* [const] */
+    int fd;                  /* [const] */
+    const void *map;         /* [const] the caller's, or own_map */
+    void *own_map;           /* [const] mapped here (unmapped at free), or NULL */
+    struct stat st;          /* [const] the descriptor's fstat at open */
+    int err;                 /* [const] that fstat's -errno (0: it worked) */
+    int ranged;              /* [const] 1: r holds its valid range checksums */
+    struct ranges r;         /* [const] when ranged */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;       /* a fill ended */
+    struct rslot slot[2];    /* [mu] (see struct rslot) */
+    uint64_t next;           /* [mu] where the last read ended */
+    int seq;                 /* [mu] the last read began where the one before ended */
+    int zstate;              /* [mu] spliced.c: ZMAP_NONE until tried, then _ON or _OFF */
+    const uint8_t *zmap;     /* [const once zstate is ZMAP_ON] the object mapped for
+                              * spliced reads (unmapped at free) */
+};
+enum { ZMAP_NONE, ZMAP_ON, ZMAP_OFF };
+
+/* The whole chunks [c0, c1) around [off, end). */
+static inline void chunk_span(const struct ranges *r, uint64_t off, uint64_t end,
+                              uint64_t *c0, uint64_t *c1)
+{
+    *c0 = off >> r->log2 << r->log2;
+    *c1 = (((end - 1) >> r->log2) + 1) << r->log2;
+    if (*c1 > r->size)
+        *c1 = r->size;
+}
+
+/* spliced.c: unmaps what reader_zmap mapped (at l3cache_reader_free). */
+void reader_zmap_free(struct l3cache_reader *rd);
+
 /* A buffer of at least need bytes from the pool (or NULL: allocate one). */
 void pool_get(struct l3cache *c, size_t need, void **buf_ret, size_t *cap_ret);
 /* Keeps buf for a later pool_get, or frees it (the pool is full, buf too big). */

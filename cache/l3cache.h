@@ -194,7 +194,8 @@ ssize_t l3cache_read_checked(l3cache *cache, const struct l3cache_key *key, int 
  * once; the descriptor (and map) must stay open until it is freed.
  * map: as for l3cache_read_ready, or NULL (the reader then maps the object
  * itself where it needs a map: an object without range checksums, checked
- * whole; reads on range checksums never use one). 0 or -errno (-EINVAL, -ENOMEM;
+ * whole; and, once, at the first l3cache_reader_splice of one with them;
+ * l3cache_reader_read on range checksums never uses one). 0 or -errno (-EINVAL, -ENOMEM;
  * a descriptor whose fstat fails gives a reader whose every read returns
  * that error, so that the caller replaces the object where it reads). */
 typedef struct l3cache_reader l3cache_reader;
@@ -220,6 +221,29 @@ void l3cache_reader_done(l3cache_reader *reader, struct l3cache_view *view);
  * that the next read is served from it. A corrupt range is not reported here
  * (the read that needs it reads it again and does). */
 void l3cache_reader_ahead(l3cache_reader *reader, uint64_t off, size_t len);
+
+/* A pipe for checked reads served without a copy (one per thread that
+ * reads): zero-initialised (no pipe yet: made and sized at first use),
+ * released with l3cache_pipe_free. */
+struct l3cache_pipe {
+    int fd[2];  /* read end, write end (when cap > 0) */
+    size_t cap; /* bytes it holds at most; 0: none open */
+};
+void l3cache_pipe_free(struct l3cache_pipe *pipe);
+/* A checked read of [off, off+len) without a copy (cache/spliced.c): n > 0,
+ * the pipe (empty before) now holds exactly the n checked bytes at off, the
+ * object's page-cache pages themselves, referenced by the pipe: reply by
+ * splicing n bytes from pipe->fd[0], then call l3cache_pipe_reset. 0:
+ * nothing at off. -EOPNOTSUPP: this read cannot be served this way (no
+ * range checksums, not checked, an object on a filesystem where the
+ * guarantee does not hold, no mapping, no pipe large enough, vmsplice
+ * failed; the pipe is left empty): use l3cache_reader_read. -EBADMSG
+ * (corrupt, as l3cache_reader_read says; the pipe is left empty), -errno. */
+ssize_t l3cache_reader_splice(l3cache_reader *reader, uint64_t off, size_t len,
+                              struct l3cache_pipe *pipe);
+/* After the reply: 0 when the pipe is empty again; -EIO when the reply left
+ * bytes in it (a reply that failed), which are dropped with the pipe. */
+int l3cache_pipe_reset(struct l3cache_pipe *pipe);
 
 /* Statistics. `instance` counts this handle since open; `total` is cumulative
  * for the directory (all processes, persisted).

@@ -94,3 +94,20 @@ int mapped_payload_hash(int fd, uint64_t size, uint64_t off, uint64_t *hash_ret)
     munmap(map, (size_t)size);
     return r;
 }
+
+int mapped_ranges_match(const struct ranges *r, const uint8_t *map, uint64_t c0, uint64_t c1)
+{
+    pthread_once(&install_once, install);
+    if (!installed)
+        return -ENOTSUP;
+    int m;
+    sigjmp_buf jb;
+    if (sigsetjmp(jb, 1) == 0) {
+        hash_jump = &jb;
+        m = ranges_match(r, map, c0, c1);
+    } else {
+        m = -EIO;
+    }
+    hash_jump = NULL;
+    return m;
+}

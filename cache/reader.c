@@ -22,13 +22,22 @@
  * readers' buffers together stay within a budget of the handle (64 MiB):
  * past it a read uses the caller's scratch and nothing is read ahead.
  *
+ * These copied reads are what a read on range checksums falls back to
+ * where it cannot be served without a copy (spliced.c,
+ * l3cache_reader_splice: the page-cache pages themselves, held by the
+ * caller's pipe from before they are hashed until after the reply; the
+ * reasons the bytes served are the bytes hashed are written there). A
+ * daemon tries that first: then no buffer here is filled and nothing is
+ * read ahead into one (the splice reads ahead from the disk as read(2)
+ * does); the reader maps the object once, at its first spliced read, for
+ * the hash (one mmap and munmap per open file, not per read: a munmap's
+ * TLB flush reaches every core a worker ran on). Copied reads alone never
+ * make a map.
+ *
  * An object without valid range checksums is checked whole, as
- * l3cache_read_ready says (verified.c); only then does the reader need a
- * mapping of it (mincore: are the checked pages still in memory?), and
- * when the caller gives none it maps the object itself. Range-checked
- * reads read the descriptor and never touch a mapping: no map is made
- * for them (an mmap and munmap per open file, the munmap's TLB flush
- * reaching every core a worker ran on).
+ * l3cache_read_ready says (verified.c); the reader then needs a mapping of
+ * it (mincore: are the checked pages still in memory?), and when the caller
+ * gives none it maps the object itself.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -39,35 +48,6 @@
 #include <unistd.h>
 
 #include "handle.h"
-
-enum { SLOT_EMPTY, SLOT_FILLING, SLOT_READY };
-
-struct rslot {
-    uint8_t *buf;   /* written only by the thread that set FILLING */
-    size_t cap;
-    uint64_t off;   /* [mu] the bytes [off, off + len) of the object */
-    uint64_t len;   /* [mu] */
-    int state;      /* [mu] SLOT_* */
-    unsigned users; /* [mu] replies reading buf (READY only) */
-    int unread;     /* [mu] read ahead and not served yet (READY only) */
-};
-
-struct l3cache_reader {
-    struct l3cache *c;       /* [const] */
-    struct l3cache_key key;  /* [const] */
-    int fd;                  /* [const] */
-    const void *map;         /* [const] the caller's, or own_map */
-    void *own_map;           /* [const] mapped here (unmapped at free), or NULL */
-    struct stat st;          /* [const] the descriptor's fstat at open */
-    int err;                 /* [const] that fstat's -errno (0: it worked) */
-    int ranged;              /* [const] 1: r holds its valid range checksums */
-    struct ranges r;         /* [const] when ranged */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;       /* a fill ended */
-    struct rslot slot[2];    /* [mu] (see struct rslot) */
-    uint64_t next;           /* [mu] where the last read ended */
-    int seq;                 /* [mu] the last read began where the one before ended */
-};
 
 int l3cache_reader_open(l3cache *c, const struct l3cache_key *key, int fd, const void *map,
                         struct l3cache_reader **reader_ret)
@@ -165,19 +145,10 @@ void l3cache_reader_free(struct l3cache_reader *rd)
     }
     if (rd->own_map)
         munmap(rd->own_map, (size_t)rd->st.st_size);
+    reader_zmap_free(rd);
     pthread_cond_destroy(&rd->cv);
     pthread_mutex_destroy(&rd->mu);
     free(rd);
-}
-
-/* The whole chunks [c0, c1) around [off, end). */
-static void chunk_span(const struct ranges *r, uint64_t off, uint64_t end, uint64_t *c0,
-                       uint64_t *c1)
-{
-    *c0 = off >> r->log2 << r->log2;
-    *c1 = (((end - 1) >> r->log2) + 1) << r->log2;
-    if (*c1 > r->size)
-        *c1 = r->size;
 }
 
 /* Reads [c0, c1) (whole chunks) into *buf (grown as needed) and checks it:
