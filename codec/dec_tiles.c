@@ -141,6 +141,28 @@ static int emit(const struct dec_tiles *d, unsigned worker, uint32_t t, uint32_t
     return d->sink(d->arg, worker, &to);
 }
 
+/* Orders lanes by predictor and group size (stable), so that most vectors
+ * of the lane decoder hold one kind: a vector of GRAD lanes skips the MED
+ * clamp, one of MED lanes its selectors, one of 16-sample groups the symbols
+ * between groups of 8. */
+static void sort_lanes(struct l3_simd_lane *lanes, unsigned n)
+{
+    struct l3_simd_lane tmp[L3_SIMD_BATCH_LANES];
+    unsigned count[8] = {0}, key[L3_SIMD_BATCH_LANES];
+    for (unsigned i = 0; i < n; i++) {
+        key[i] = (L3_PLANE_KIND(lanes[i].mode) & 3u) * 2u + !!(lanes[i].mode & L3_PLANE_SHORT);
+        count[key[i]]++;
+    }
+    for (unsigned k = 0, at = 0; k < 8; k++) {
+        unsigned c = count[k];
+        count[k] = at;
+        at += c;
+    }
+    for (unsigned i = 0; i < n; i++)
+        tmp[count[key[i]]++] = lanes[i];
+    memcpy(lanes, tmp, n * sizeof *lanes);
+}
+
 static int decode_batch(void *arg, unsigned worker, uint64_t b)
 {
     struct dec_tiles *d = arg;
@@ -186,6 +208,7 @@ static int decode_batch(void *arg, unsigned worker, uint64_t b)
                 lanes[nl].tag = i * 4 + p;
                 nl++;
             }
+        sort_lanes(lanes, nl);
         /* calls of at most L3_SIMD_MAX_LANES lanes, as even as whole vectors
          * allow (40 lanes: 24 + 16, not 32 + 8: a lone vector runs at
          * nearly the cost of three) */
@@ -270,7 +293,7 @@ int l3_dec_tiles(const uint8_t *data, size_t size, const struct l3_hdr *hdr, uin
     d.simd = !(flags & L3_DECODE_SCALAR) && d.depth <= 8 && l3_simd_available();
     d.avx512 = !(flags & L3_DECODE_NO_AVX512);
     d.fast = !(flags & L3_DECODE_SCALAR);
-    d.per_batch = d.simd ? l3_simd_tiles_per_batch(d.planes) : 1;
+    d.per_batch = d.simd ? l3_simd_tiles_per_batch(d.planes, d.avx512) : 1;
     d.sink = sink;
     d.arg = arg;
     d.tiles_x = info->tiles_x;

@@ -122,12 +122,18 @@ int l3_simd_available(void);
  * into calls of at most L3_SIMD_MAX_LANES). */
 #define L3_SIMD_BATCH_TILES 48
 #define L3_SIMD_BATCH_LANES 96
-uint32_t l3_simd_tiles_per_batch(uint32_t planes);
+uint32_t l3_simd_tiles_per_batch(uint32_t planes, int avx512);
 /* Scratch bytes l3_simd_decode_planes needs for tiles `tile_width` wide (a
  * multiple of 64). */
 size_t l3_simd_scratch_size(uint32_t tile_width);
 /* Whether a plane stream may go to the SIMD decoder: a mode it handles, and
- * 4 readable bytes past the stream's end inside data[0..size). */
+ * L3_SIMD_SLACK readable bytes past the stream's end inside data[0..size)
+ * (the last streams of a file go to the reference decoder). */
+#define L3_SIMD_SLACK 64u
+/* Most bytes from the lowest stream start of one call to the end of any of
+ * its streams plus L3_SIMD_SLACK (32-bit bit positions); a call past it is
+ * left to the reference decoder. */
+#define L3_SIMD_SPAN ((uint64_t)1 << 29)
 int l3_simd_lane_ok(uint32_t mode, const uint8_t *stream, uint32_t len, const uint8_t *data,
                     size_t size);
 /* Decodes lanes[0..n) (n <= L3_SIMD_MAX_LANES), planes of w x h samples of

@@ -7,9 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "helpers.h"
 #include "l3.h"
+#include "l3_internal.h"
 #include "l3_tile.h"
 #include "tc_file.h"
 
@@ -372,4 +374,93 @@ Test(decode_tiles, simd_left2_lanes_match_reference)
         free(px);
         l3_free(f);
     }
+}
+
+/* The plane of an 8-bit gray 64 x 64 gradient with noise, as the lane decoder
+ * gets it: its stream (copied to dst + at), length and mode, and the samples
+ * the reference decoder gives. */
+static uint32_t plane_stream(uint8_t *dst, size_t at, uint32_t *mode, uint8_t ref[64 * 64])
+{
+    struct l3_info info;
+    th_info(&info, L3_COLOR_GRAY, 8, 64, 64);
+    uint8_t *px = th_image(&info, TH_GRADIENT, 5, NULL);
+    uint64_t seed = 5;
+    for (int i = 0; i < 64 * 64; i++)
+        px[i] = (uint8_t)(px[i] + tc_splitmix64(&seed) % 7);
+    size_t n;
+    uint8_t *f = encode_or_fail(&info, px, 0, -1, &n);
+    struct l3_layout lay;
+    cr_assert_eq(l3_read_layout(f, n, NULL, &lay, NULL), L3_OK);
+    uint64_t b, e;
+    l3_tile_span(f + lay.table_offset, 0, &b, &e);
+    struct l3_tile_header th;
+    const uint8_t *tile = f + lay.header_size + b;
+    cr_assert_eq(l3_tile_parse(tile, (size_t)(e - b), 1, &th), L3_OK);
+    *mode = th.mode[0];
+    uint32_t kind = L3_PLANE_KIND(*mode);
+    cr_assert((kind == L3_PLANE_MED || kind == L3_PLANE_GRAD) && !(*mode & L3_PLANE_LZ),
+              "mode %u is not a lane decoder's", *mode);
+    uint16_t wide[64 * 64];
+    cr_assert_eq(l3_tile_plane_decode(tile + th.off[0], th.len[0], *mode, 64, 64, 8, wide), 0);
+    for (int i = 0; i < 64 * 64; i++)
+        ref[i] = (uint8_t)wide[i];
+    uint32_t len = th.len[0];
+    memcpy(dst + at, tile + th.off[0], len);
+    free(px);
+    l3_free(f);
+    return len;
+}
+
+Test(decode_tiles, simd_lanes_need_slack_behind_their_stream)
+{
+    /* a lane may read L3_SIMD_SLACK bytes past its stream: one byte less in
+     * the buffer and the stream goes to the reference decoder */
+    static uint8_t buf[4096];
+    cr_assert(l3_simd_lane_ok(L3_PLANE_GRAD, buf + 100, 1000, buf, 1100 + L3_SIMD_SLACK));
+    cr_assert_not(l3_simd_lane_ok(L3_PLANE_GRAD, buf + 100, 1000, buf, 1099 + L3_SIMD_SLACK));
+    cr_assert_not(l3_simd_lane_ok(L3_PLANE_GRAD, buf + 100, 1000, buf, 50));
+    cr_assert(l3_simd_lane_ok(L3_PLANE_MED | L3_PLANE_SHORT, buf, 0, buf, L3_SIMD_SLACK));
+    cr_assert_not(l3_simd_lane_ok(L3_PLANE_RAW, buf, 10, buf, sizeof buf));
+    cr_assert_not(l3_simd_lane_ok(L3_PLANE_LEFT | L3_PLANE_LZ, buf, 10, buf, sizeof buf));
+}
+
+Test(decode_tiles, simd_call_with_streams_too_far_apart_is_left_to_reference)
+{
+    if (!l3_simd_available())
+        cr_skip_test("no SIMD lane decoder on this CPU");
+    /* two copies of one stream, L3_SIMD_SPAN apart: bit positions from the
+     * lower one would not fit in 32 bits, so the call decodes neither (the
+     * caller then uses the reference decoder); each alone decodes */
+    const size_t span = (size_t)L3_SIMD_SPAN, size = span + 65536;
+    uint8_t *big = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    cr_assert_neq(big, MAP_FAILED);
+    uint8_t ref[64 * 64];
+    uint32_t mode;
+    uint32_t len = plane_stream(big, 0, &mode, ref);
+    memcpy(big + span, big, len);
+    size_t scr_n = l3_simd_scratch_size(64);
+    void *scr = aligned_alloc(64, scr_n);
+    static uint8_t out[2][64 * 64];
+    struct l3_simd_lane lanes[2] = {{big, len, mode, out[0], 0}, {big + span, len, mode, out[1], 1}};
+    for (int far = 0; far < 2; far++) {
+        uint32_t ok[L3_SIMD_MAX_LANES / 32];
+        memset(out, 0, sizeof out);
+        l3_simd_decode_planes(far ? lanes : lanes + 1, far ? 2 : 1, big, 64, 64, 8, scr, 1, ok);
+        if (far) {
+            cr_assert_eq(ok[0], 0u, "lanes %u apart decoded", (unsigned)span);
+        } else {
+            cr_assert_eq(ok[0], 1u, "a lone lane did not decode");
+            cr_assert_eq(memcmp(out[1], ref, sizeof ref), 0);
+        }
+    }
+    lanes[1].stream = big + 4096; /* near each other: both decode, both right */
+    memcpy(big + 4096, big, len);
+    uint32_t ok[L3_SIMD_MAX_LANES / 32];
+    l3_simd_decode_planes(lanes, 2, big, 64, 64, 8, scr, 1, ok);
+    cr_assert_eq(ok[0], 3u);
+    cr_assert_eq(memcmp(out[0], ref, sizeof ref), 0);
+    cr_assert_eq(memcmp(out[1], ref, sizeof ref), 0);
+    free(scr);
+    munmap(big, size);
 }
