@@ -157,6 +157,18 @@ int th_plane_modes(const void *l3, size_t n, unsigned counts[256])
     return 0;
 }
 
+const uint8_t *th_tile(const void *l3, size_t n, uint32_t t, struct l3_tile_header *th)
+{
+    struct l3_layout lay;
+    if (l3_read_layout(l3, n, NULL, &lay, NULL) != L3_OK || t >= lay.tile_count)
+        return NULL;
+    const uint8_t *d = l3;
+    uint64_t b, e;
+    l3_tile_span(d + lay.table_offset, t, &b, &e);
+    const uint8_t *tile = d + lay.header_size + b;
+    return l3_tile_parse(tile, (size_t)(e - b), lay.planes, th) == L3_OK ? tile : NULL;
+}
+
 unsigned th_lz_planes(const unsigned counts[256], unsigned kind)
 {
     unsigned s = 0;

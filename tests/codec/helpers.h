@@ -53,6 +53,10 @@ int th_roundtrip(const struct l3_info *info, const void *px,
  * counts[256] (not cleared first); returns 0, or -1 when the file or a tile
  * header does not parse. */
 int th_plane_modes(const void *l3, size_t n, unsigned counts[256]);
+struct l3_tile_header;
+/* Tile t of a valid L3 file: its bytes (returned) and parsed header; NULL when
+ * the layout or the tile header does not parse. */
+const uint8_t *th_tile(const void *l3, size_t n, uint32_t t, struct l3_tile_header *th);
 /* Planes with the L3_PLANE_LZ flag in counts[]; with kind != 0 only those of
  * that predictor kind. */
 unsigned th_lz_planes(const unsigned counts[256], unsigned kind);

@@ -389,13 +389,9 @@ static uint32_t plane_stream(uint8_t *dst, size_t at, uint32_t *mode, uint8_t re
         px[i] = (uint8_t)(px[i] + tc_splitmix64(&seed) % 7);
     size_t n;
     uint8_t *f = encode_or_fail(&info, px, 0, -1, &n);
-    struct l3_layout lay;
-    cr_assert_eq(l3_read_layout(f, n, NULL, &lay, NULL), L3_OK);
-    uint64_t b, e;
-    l3_tile_span(f + lay.table_offset, 0, &b, &e);
     struct l3_tile_header th;
-    const uint8_t *tile = f + lay.header_size + b;
-    cr_assert_eq(l3_tile_parse(tile, (size_t)(e - b), 1, &th), L3_OK);
+    const uint8_t *tile = th_tile(f, n, 0, &th);
+    cr_assert_not_null(tile);
     *mode = th.mode[0];
     uint32_t kind = L3_PLANE_KIND(*mode);
     cr_assert((kind == L3_PLANE_MED || kind == L3_PLANE_GRAD) && !(*mode & L3_PLANE_LZ),

@@ -1278,13 +1278,9 @@ Test(format, lz_plane_bit_flips)
         eo.effort = 2;
         size_t n;
         uint8_t *f = encode_or_fail(&info, px, &eo, &n);
-        struct l3_layout lay;
-        cr_assert_eq(l3_read_layout(f, n, NULL, &lay, NULL), L3_OK);
-        uint64_t b, e;
-        l3_tile_span(f + lay.table_offset, 0, &b, &e);
         struct l3_tile_header th;
-        const uint8_t *tile = f + lay.header_size + b;
-        cr_assert_eq(l3_tile_parse(tile, e - b, 1, &th), L3_OK);
+        const uint8_t *tile = th_tile(f, n, 0, &th);
+        cr_assert_not_null(tile);
         cr_assert(th.mode[0] & L3_PLANE_LZ, "depth %u: the plane is mode %#x", depth,
                   th.mode[0]);
         size_t len = th.len[0];
