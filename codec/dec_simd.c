@@ -415,13 +415,12 @@ RUN_INSTANCE(grad4_avx512, AVX512, 4, KIND_GRAD, 0)
 typedef void (*run_fn)(struct vec *, const uint8_t *, uint32_t, uint32_t, unsigned, __m256i *,
                        uint8_t *const[][8], const size_t[][8]);
 
-AVX2 void l3_simd_decode_planes(const struct l3_simd_lane *lanes, unsigned n,
-                                const uint8_t *data, uint32_t w, uint32_t h, unsigned depth,
-                                void *scratch, int avx512, uint32_t ok[L3_SIMD_MAX_LANES / 32])
+AVX2 void l3_simd_decode_planes(const struct l3_simd_lane *lanes, unsigned n, uint32_t w,
+                                uint32_t h, unsigned depth, void *scratch, int avx512,
+                                uint32_t ok[L3_SIMD_MAX_LANES / 32])
 {
     for (unsigned i = 0; i < L3_SIMD_MAX_LANES / 32; i++)
         ok[i] = 0;
-    (void)data; /* the lanes' streams lie inside it (l3_simd_lane_ok) */
     if (n == 0 || n > L3_SIMD_MAX_LANES || depth < 1 || depth > 8)
         return;
     const unsigned nv = (n + 7) / 8;
@@ -478,8 +477,6 @@ AVX2 void l3_simd_decode_planes(const struct l3_simd_lane *lanes, unsigned n,
         v[i].g8 = _mm256_loadu_si256((const __m256i *)(const void *)g8);
         v[i].l2 = _mm256_loadu_si256((const __m256i *)(const void *)l2);
         /* sym, k, kp1, kmask, qor: symbol() sets them at x = 0 */
-        v[i].sym = v[i].k = v[i].kp1 = v[i].kmask = _mm256_setzero_si256();
-        v[i].qor = _mm256_set1_epi32(1);
         v[i].bad = v[i].badv = _mm256_setzero_si256();
         v[i].has_med = has_med;
         v[i].has_l2 = has_l2;
@@ -517,11 +514,11 @@ AVX2 void l3_simd_decode_planes(const struct l3_simd_lane *lanes, unsigned n,
 
 int l3_simd_available(void) { return 0; }
 
-void l3_simd_decode_planes(const struct l3_simd_lane *lanes, unsigned n, const uint8_t *data,
-                           uint32_t w, uint32_t h, unsigned depth, void *scratch, int avx512,
+void l3_simd_decode_planes(const struct l3_simd_lane *lanes, unsigned n, uint32_t w, uint32_t h,
+                           unsigned depth, void *scratch, int avx512,
                            uint32_t ok[L3_SIMD_MAX_LANES / 32])
 {
-    (void)lanes, (void)n, (void)data, (void)w, (void)h, (void)depth, (void)scratch, (void)avx512;
+    (void)lanes, (void)n, (void)w, (void)h, (void)depth, (void)scratch, (void)avx512;
     for (unsigned i = 0; i < L3_SIMD_MAX_LANES / 32; i++)
         ok[i] = 0;
 }

@@ -218,8 +218,7 @@ static int decode_batch(void *arg, unsigned worker, uint64_t b)
             unsigned nv = nvec / calls + (c < nvec % calls);
             unsigned cn = nl - l0 < nv * 8 ? nl - l0 : nv * 8;
             uint32_t ok[L3_SIMD_MAX_LANES / 32];
-            l3_simd_decode_planes(lanes + l0, cn, d->data, w, h, d->depth, simd_scr, d->avx512,
-                                  ok);
+            l3_simd_decode_planes(lanes + l0, cn, w, h, d->depth, simd_scr, d->avx512, ok);
             for (unsigned l = 0; l < cn; l++)
                 if (ok[l / 32] >> (l % 32) & 1)
                     done[lanes[l0 + l].tag / 4] |= 1u << (lanes[l0 + l].tag % 4);

@@ -137,14 +137,14 @@ size_t l3_simd_scratch_size(uint32_t tile_width);
 int l3_simd_lane_ok(uint32_t mode, const uint8_t *stream, uint32_t len, const uint8_t *data,
                     size_t size);
 /* Decodes lanes[0..n) (n <= L3_SIMD_MAX_LANES), planes of w x h samples of
- * `depth` <= 8 bits, reading only inside data[0..size) (every lane passed
- * l3_simd_lane_ok). Sets bit l of ok[] when lane l decoded with no anomaly (its
+ * `depth` <= 8 bits, reading only inside the buffer the lanes' streams lie in
+ * (every lane passed l3_simd_lane_ok on it). Sets bit l of ok[] when lane l decoded with no anomaly (its
  * output then equals the reference decoder's); any other lane must be decoded
  * again by l3_tile_plane_decode(), which gives its status. scratch: 64-byte
  * aligned, l3_simd_scratch_size(w) bytes. avx512: the AVX-512VL build may be used
  * where the CPU has it. */
-void l3_simd_decode_planes(const struct l3_simd_lane *lanes, unsigned n, const uint8_t *data,
-                           uint32_t w, uint32_t h, unsigned depth, void *scratch, int avx512,
+void l3_simd_decode_planes(const struct l3_simd_lane *lanes, unsigned n, uint32_t w, uint32_t h,
+                           unsigned depth, void *scratch, int avx512,
                            uint32_t ok[L3_SIMD_MAX_LANES / 32]);
 
 /* ---- LZ planes with the LEFT predictor at depth <= 8 (dec_lz.c), decoded
