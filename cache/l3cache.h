@@ -236,7 +236,7 @@ void l3cache_pipe_free(struct l3cache_pipe *pipe);
  * splicing n bytes from pipe->fd[0], then call l3cache_pipe_reset. 0:
  * nothing at off. -EOPNOTSUPP: this read cannot be served this way (no
  * range checksums, not checked, an object on a filesystem where the
- * guarantee does not hold, no mapping, no pipe large enough, vmsplice
+ * guarantee does not hold, no mapping, no pipe large enough, the splice
  * failed; the pipe is left empty): use l3cache_reader_read. -EBADMSG
  * (corrupt, as l3cache_reader_read says; the pipe is left empty), -errno. */
 ssize_t l3cache_reader_splice(l3cache_reader *reader, uint64_t off, size_t len,

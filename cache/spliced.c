@@ -124,9 +124,7 @@ static int pipe_fit(struct l3cache_pipe *p, size_t n)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t need = (n / page + 2) * page;
-    int left = 0;
-    if (p->cap && (ioctl(p->fd[0], FIONREAD, &left) != 0 || left != 0))
-        l3cache_pipe_free(p);
+    l3cache_pipe_reset(p);
     if (p->cap && p->cap >= need)
         return 0;
     if (!p->cap) {
