@@ -121,24 +121,20 @@ static size_t scratch_size(uint32_t per_batch, uint32_t planes, uint32_t area, u
            l3_simd_scratch_size(tw);
 }
 
-/* Hands tile `t` (planes in `pl`, stride w) to the sink. */
-static int emit(const struct dec_tiles *d, unsigned worker, uint32_t t, uint32_t x0,
-                uint32_t y0, uint32_t w, uint32_t h, void *const pl[4])
+/* Describes tile `t` (planes in `pl`, stride w) for the sink. */
+static void tile_out(const struct dec_tiles *d, uint32_t t, uint32_t x0, uint32_t y0,
+                     uint32_t w, uint32_t h, void *const pl[4], struct l3_tile_out *to)
 {
-    if (!d->sink)
-        return L3_OK;
-    struct l3_tile_out to;
-    to.index = t;
-    to.x0 = x0;
-    to.y0 = y0;
-    to.w = w;
-    to.h = h;
-    to.channels = d->planes;
-    to.bit_depth = d->depth;
-    to.stride = w;
+    to->index = t;
+    to->x0 = x0;
+    to->y0 = y0;
+    to->w = w;
+    to->h = h;
+    to->channels = d->planes;
+    to->bit_depth = d->depth;
+    to->stride = w;
     for (unsigned p = 0; p < 4; p++)
-        to.plane[p] = p < d->planes ? pl[p] : NULL;
-    return d->sink(d->arg, worker, &to);
+        to->plane[p] = p < d->planes ? pl[p] : NULL;
 }
 
 /* Orders lanes by predictor and group size (stable), so that most vectors
@@ -226,6 +222,11 @@ static int decode_batch(void *arg, unsigned worker, uint64_t b)
         }
     }
 
+    /* l3_decode's own sink on 8-bit planes (each tile in its own slot of
+     * u8): the whole batch at the end, row by row */
+    const int rows = d->sink == l3_store_tile && d->depth <= 8;
+    struct l3_tile_out to[BATCH_MAX];
+    uint8_t addg[BATCH_MAX];
     for (uint32_t i = 0; i < n; i++) {
         uint32_t tx0, ty0, tw, tht;
         l3_tile_rect(info->width, info->height, info->tile_width, info->tile_height, tile[i],
@@ -263,16 +264,22 @@ static int decode_batch(void *arg, unsigned worker, uint64_t b)
                 pl[p] = dst;
             }
         }
-        if (th[i].flags & L3_TILE_XFORM_G) {
+        addg[i] = rows && d->depth == 8 && (th[i].flags & L3_TILE_XFORM_G);
+        if ((th[i].flags & L3_TILE_XFORM_G) && !addg[i]) {
             if (d->depth <= 8)
                 unxform8(pl[0], pl[1], pl[2], ps, (1u << d->depth) - 1);
             else
                 unxform16(pl[0], pl[1], pl[2], ps);
         }
-        int st = emit(d, worker, tile[i], tx0, ty0, w, h, pl);
-        if (st)
-            return st;
+        tile_out(d, tile[i], tx0, ty0, w, h, pl, &to[i]);
+        if (d->sink && !rows) {
+            int st = d->sink(d->arg, worker, &to[i]);
+            if (st)
+                return st;
+        }
     }
+    if (rows)
+        l3_store_tiles(d->arg, to, addg, n);
     return L3_OK;
 }
 

@@ -104,6 +104,14 @@ struct l3_store {
     size_t row_bytes; /* bytes of one image row's samples (l3_row_bytes) */
 };
 int l3_store_tile(void *arg, unsigned worker, const struct l3_tile_out *tile);
+/* The n (<= L3_SIMD_BATCH_TILES) tiles of one batch, all of bit depth <= 8 and
+ * of the same height, as l3_store_tile stores each, but row by row across
+ * them: a batch's tiles lie side by side in the image, so their rows make one
+ * run of memory, where a tile's rows alone are far apart. addg[i]: tile i
+ * (8-bit, 3 or 4 channels) still has R - G and B - G in planes 0 and 2 (the
+ * colour transform is undone as the pixels are stored). */
+void l3_store_tiles(const struct l3_store *s, const struct l3_tile_out *t, const uint8_t *addg,
+                    unsigned n);
 
 /* ---- SIMD lane decoder (dec_simd.c): up to L3_SIMD_MAX_LANES predicted plane
  * streams of the same tile size decoded in lock-step, 8 per vector. ---- */

@@ -460,3 +460,63 @@ Test(decode_tiles, simd_call_with_streams_too_far_apart_is_left_to_reference)
     free(scr);
     munmap(big, size);
 }
+
+/* l3_decode stores a batch's tiles row by row across them and undoes the
+ * colour transform (R - G, B - G) as it interleaves 8-bit RGB and RGBA
+ * (dec_store.c); the SIMD path, the reference path and several threads must
+ * all give the source pixels, also on edge tiles whose rows end in the scalar
+ * part of the interleave. */
+Test(decode_tiles, rows_stored_with_colour_transform_undone)
+{
+    static const uint32_t sizes[][2] = {{203, 77}, {2048, 130}, {64, 64}, {17, 200}};
+    for (unsigned color = L3_COLOR_RGB; color <= L3_COLOR_RGBA; color++)
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            struct l3_info info;
+            const uint32_t W = sizes[si][0], H = sizes[si][1];
+            th_info(&info, color, 8, W, H);
+            const unsigned C = info.channels;
+            uint8_t *px = malloc((size_t)W * H * C);
+            uint64_t s = 77 + si + color;
+            for (uint32_t y = 0; y < H; y++)
+                for (uint32_t x = 0; x < W; x++) { /* channels that follow G: the transform pays */
+                    uint8_t *p = px + ((size_t)y * W + x) * C;
+                    uint32_t g = (x * 3 + y * 5 + (uint32_t)(tc_splitmix64(&s) % 23)) & 255;
+                    p[0] = (uint8_t)(g + 40 + tc_splitmix64(&s) % 3);
+                    p[1] = (uint8_t)g;
+                    p[2] = (uint8_t)(g + 200 + tc_splitmix64(&s) % 3);
+                    if (C == 4)
+                        p[3] = (uint8_t)(x ^ y);
+                }
+            size_t n;
+            uint8_t *f = encode_or_fail(&info, px, 0, 0, &n);
+            unsigned xf = 0;
+            cr_assert_eq(l3_read_info(f, n, &info, NULL), L3_OK);
+            for (uint32_t t = 0; t < info.tiles_x * info.tiles_y; t++) {
+                struct l3_tile_header th;
+                cr_assert_not_null(th_tile(f, n, t, &th));
+                xf += (th.flags & L3_TILE_XFORM_G) != 0;
+            }
+            cr_assert_gt(xf, 0, "%ux%u colour %u: no tile with the colour transform", W, H,
+                         color);
+            size_t raw = l3_decoded_size(&info, 0);
+            uint8_t *got = malloc(raw);
+            static const struct {
+                unsigned threads;
+                uint32_t flags;
+            } runs[] = {{1, 0}, {2, 0}, {1, L3_DECODE_SCALAR}, {3, L3_DECODE_SCALAR}};
+            for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+                struct l3_decode_options o = {0};
+                o.threads = runs[r].threads;
+                o.flags = runs[r].flags;
+                memset(got, 0x5a, raw);
+                cr_assert_eq(l3_decode(f, n, got, raw, 0, &o), L3_OK);
+                cr_assert_eq(memcmp(got, px, raw), 0,
+                             "%ux%u colour %u, %u threads, flags %u: pixels differ", W, H, color,
+                             runs[r].threads, runs[r].flags);
+            }
+            check_tiles(f, n, 2, 0);
+            free(got);
+            free(px);
+            l3_free(f);
+        }
+}

@@ -8,6 +8,7 @@
 
 #include "helpers.h"
 #include "l3.h"
+#include "l3_internal.h"
 #include "l3_le.h"
 #include "l3_tile.h"
 
@@ -782,6 +783,65 @@ static void tb_rice(struct tbits *t, uint32_t v, unsigned k, unsigned depth)
 static uint32_t zz(int r)
 {
     return r >= 0 ? 2u * (uint32_t)r : 2u * (uint32_t)(-(r + 1)) + 1;
+}
+
+/* GRAD planes of 64 x 4 built by hand, one per lane of two vectors: small
+ * residuals and escaped ones (16 zeros, then 8 raw bits) at every position of
+ * a group, alone and side by side, somewhere else in every lane. The AVX2
+ * lane decoder reads two codes from each 64-bit window, so an escape is the
+ * first code of a pair in some lanes and the second in others; every lane
+ * must be accepted and give the reference decoder's samples. */
+Test(format, simd_lanes_decode_escapes_in_pairs)
+{
+    if (!l3_simd_available())
+        cr_skip_test("no SIMD lane decoder on this CPU");
+    enum { W = 64, H = 4, LANES = 16, STRIDE = 1024 + L3_SIMD_SLACK };
+    static struct tbits t[LANES];
+    static uint16_t want[LANES][W * H];
+    static uint8_t out[LANES][W * H];
+    uint8_t *buf = calloc(LANES, STRIDE);
+    struct l3_simd_lane lanes[LANES];
+    unsigned escapes = 0, first = 0;
+    for (unsigned l = 0; l < LANES; l++) {
+        memset(&t[l], 0, sizeof t[l]);
+        unsigned prev = 0;
+        uint64_t s = 100 + l;
+        for (uint32_t y = 0; y < H; y++)
+            for (uint32_t x0 = 0; x0 < W; x0 += L3_GROUP) {
+                const unsigned k = 2;
+                tb_symbol(&t[l], k + 1, &prev);
+                for (uint32_t x = x0; x < x0 + L3_GROUP; x++) {
+                    int esc = (x + 3 * y + l) % 7 == 0 || (x + l) % 13 == 5 || (x + l) % 13 == 6;
+                    uint32_t v = esc ? 64 + (uint32_t)(tc_splitmix64(&s) % 190)
+                                     : (uint32_t)(tc_splitmix64(&s) % 12);
+                    tb_rice(&t[l], v, k, 8);
+                    escapes += esc;
+                    first += esc && x % 2 == 0;
+                }
+            }
+        size_t len = tb_bytes(&t[l]);
+        cr_assert_lt(len + L3_SIMD_SLACK, (size_t)STRIDE);
+        cr_assert_eq(l3_tile_plane_decode(t[l].b, len, L3_PLANE_GRAD, W, H, 8, want[l]), L3_OK,
+                     "lane %u: the reference decoder refuses the stream", l);
+        memcpy(buf + (size_t)l * STRIDE, t[l].b, len);
+        lanes[l].stream = buf + (size_t)l * STRIDE;
+        lanes[l].len = (uint32_t)len;
+        lanes[l].mode = L3_PLANE_GRAD;
+        lanes[l].out = out[l];
+        lanes[l].tag = l;
+    }
+    cr_assert(first > 0 && first < escapes, "escapes %u, first of a pair %u", escapes, first);
+    void *scr = aligned_alloc(64, l3_simd_scratch_size(W));
+    uint32_t ok[L3_SIMD_MAX_LANES / 32];
+    l3_simd_decode_planes(lanes, LANES, W, H, 8, scr, 0, ok);
+    cr_assert_eq(ok[0] & 0xffffu, 0xffffu, "lanes left to the reference: %#x",
+                 ~ok[0] & 0xffffu);
+    for (unsigned l = 0; l < LANES; l++)
+        for (int i = 0; i < W * H; i++)
+            cr_assert_eq(out[l][i], want[l][i], "lane %u sample %d: %u, expected %u", l, i,
+                         out[l][i], want[l][i]);
+    free(scr);
+    free(buf);
 }
 
 /* A token list: a literal run of `run` residuals, then (when count > 0) a copy
