@@ -153,23 +153,24 @@ AVX2_INLINE void kon_make(struct kon *K, unsigned depth)
  * scalar loads instead of a gather. AMD's AVX2 gathers are microcoded (Zen 3:
  * one each 12-13 cycles, against 9 for eight loads and the inserts, in a
  * loop of three independent chains); the AVX-512 build keeps the gather. */
+/* Each lane's `bytes` (4 or 8, a constant) at base + its bit position / 8, in
+ * x (lane l at x + l * bytes). */
+AVX2_INLINE void lane_loads(const uint8_t *base, __m256i bp, void *x, const size_t bytes)
+{
+    __m256i o = _mm256_srli_epi32(bp, 3);
+    __m128i ol = _mm256_castsi256_si128(o), oh = _mm256_extracti128_si256(o, 1);
+    const uint64_t pair[4] = {(uint64_t)_mm_cvtsi128_si64(ol), (uint64_t)_mm_extract_epi64(ol, 1),
+                              (uint64_t)_mm_cvtsi128_si64(oh), (uint64_t)_mm_extract_epi64(oh, 1)};
+    for (unsigned l = 0; l < 8; l++)
+        memcpy((uint8_t *)x + l * bytes, base + (uint32_t)(pair[l / 2] >> (l % 2 * 32)), bytes);
+}
+
 AVX2_INLINE __m256i window(const uint8_t *base, __m256i bp, const struct kon *K, const int loads)
 {
     __m256i g;
     if (loads) {
-        __m256i o = _mm256_srli_epi32(bp, 3);
-        __m128i ol = _mm256_castsi256_si128(o), oh = _mm256_extracti128_si256(o, 1);
-        uint64_t o01 = (uint64_t)_mm_cvtsi128_si64(ol), o23 = (uint64_t)_mm_extract_epi64(ol, 1);
-        uint64_t o45 = (uint64_t)_mm_cvtsi128_si64(oh), o67 = (uint64_t)_mm_extract_epi64(oh, 1);
         uint32_t x[8];
-        memcpy(&x[0], base + (uint32_t)o01, 4);
-        memcpy(&x[1], base + (o01 >> 32), 4);
-        memcpy(&x[2], base + (uint32_t)o23, 4);
-        memcpy(&x[3], base + (o23 >> 32), 4);
-        memcpy(&x[4], base + (uint32_t)o45, 4);
-        memcpy(&x[5], base + (o45 >> 32), 4);
-        memcpy(&x[6], base + (uint32_t)o67, 4);
-        memcpy(&x[7], base + (o67 >> 32), 4);
+        lane_loads(base, bp, x, 4);
         g = _mm256_setr_epi32((int)x[0], (int)x[1], (int)x[2], (int)x[3], (int)x[4], (int)x[5],
                               (int)x[6], (int)x[7]);
     } else {
@@ -185,19 +186,8 @@ AVX2_INLINE __m256i window(const uint8_t *base, __m256i bp, const struct kon *K,
 AVX2_INLINE void window2(const uint8_t *base, __m256i bp, const struct kon *K, __m256i *lo,
                          __m256i *hi)
 {
-    __m256i o = _mm256_srli_epi32(bp, 3);
-    __m128i ol = _mm256_castsi256_si128(o), oh = _mm256_extracti128_si256(o, 1);
-    uint64_t o01 = (uint64_t)_mm_cvtsi128_si64(ol), o23 = (uint64_t)_mm_extract_epi64(ol, 1);
-    uint64_t o45 = (uint64_t)_mm_cvtsi128_si64(oh), o67 = (uint64_t)_mm_extract_epi64(oh, 1);
     long long x[8];
-    memcpy(&x[0], base + (uint32_t)o01, 8);
-    memcpy(&x[1], base + (o01 >> 32), 8);
-    memcpy(&x[2], base + (uint32_t)o23, 8);
-    memcpy(&x[3], base + (o23 >> 32), 8);
-    memcpy(&x[4], base + (uint32_t)o45, 8);
-    memcpy(&x[5], base + (o45 >> 32), 8);
-    memcpy(&x[6], base + (uint32_t)o67, 8);
-    memcpy(&x[7], base + (o67 >> 32), 8);
+    lane_loads(base, bp, x, 8);
     __m256 a = _mm256_castsi256_ps(_mm256_setr_epi64x(x[0], x[1], x[4], x[5]));
     __m256 b = _mm256_castsi256_ps(_mm256_setr_epi64x(x[2], x[3], x[6], x[7]));
     __m256i l = _mm256_castps_si256(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
