@@ -210,7 +210,7 @@ AVX2_INLINE void bound(struct vec *v)
  * position: a call reads 32 streams at once, each a few bytes per sample
  * forward, which the hardware prefetchers do not follow, and a window waiting
  * for its line stalls its vector's chain (AVX2 build on Zen 3, photos, the
- * file in L3: 1.15-1.2x the decode speed; 64-192 bytes ahead within 2 %). */
+ * file in L3: 1.14-1.22x the decode speed; 64-192 bytes ahead within 2.5 %). */
 #define AHEAD_EVERY 32
 #define AHEAD_BYTES 128
 

@@ -1,6 +1,8 @@
 /* dec_store.c — l3_decode's tile sink: channel planes of a decoded tile into
- * the interleaved image. 8-bit RGB, RGBA and gray+alpha interleave 16 pixels
- * at a time with SSSE3 byte shuffles where the CPU has them (x86-64). */
+ * the interleaved image, or (l3_store_tiles, 8-bit) a whole batch of tiles row
+ * by row, the colour transform undone on the way. 8-bit RGB, RGBA and
+ * gray+alpha interleave 16 pixels at a time with SSSE3 byte shuffles where the
+ * CPU has them (x86-64). */
 #include <string.h>
 
 #include "l3_internal.h"

@@ -1,6 +1,7 @@
 /* dec_tiles.c — decodes the tiles of a validated L3 file in batches and hands
  * each decoded tile to a sink (struct l3_tile_out: channel planes, colour
- * transform undone).
+ * transform undone); l3_decode's own sink on 8-bit images gets each batch
+ * whole instead (l3_store_tiles), with the transform left to it.
  *
  * Work is cut into batches of tiles of the same size (interior tiles, the
  * right column, the bottom row, the corner), numbered without any table:

@@ -106,8 +106,9 @@ struct l3_store {
 int l3_store_tile(void *arg, unsigned worker, const struct l3_tile_out *tile);
 /* The n (<= L3_SIMD_BATCH_TILES) tiles of one batch, all of bit depth <= 8 and
  * of the same height, as l3_store_tile stores each, but row by row across
- * them: a batch's tiles lie side by side in the image, so their rows make one
- * run of memory, where a tile's rows alone are far apart. addg[i]: tile i
+ * them: the tiles of a batch of full tiles lie side by side in the image, so
+ * their rows make one run of memory, where a tile's rows alone are far apart
+ * (the right column's tiles lie one below the other). addg[i]: tile i
  * (8-bit, 3 or 4 channels) still has R - G and B - G in planes 0 and 2 (the
  * colour transform is undone as the pixels are stored). */
 void l3_store_tiles(const struct l3_store *s, const struct l3_tile_out *t, const uint8_t *addg,
