@@ -65,6 +65,19 @@ struct l3cv_fast {
     /* VBMI interleave of 3 rows of 64 samples into output block j (of 3):
      * permute(permute(row 0, ilv3[j][0], row 1), ilv3[j][1], row 2) */
     uint8_t ilv3[3][2][64];
+    /* Computed outputs (AVX2 level, uint16 / float16 / float32; set by
+     * l3cv_arith_prepare only where they equal the tables to the bit):
+     * channel c is v / ar_row[c][0] * [2] - [3] / [4] (the operations of
+     * ar_ops; [1] and [5] the reciprocals of [0] and [4]; ar_how: how the
+     * divisions are done), or v * ar_m16[c] for uint16; ar_hwc / ar_hwc16
+     * hold the same per element of 3 interleaved blocks of 16, as hwc_off. */
+    uint8_t arith;
+    uint8_t ar_ops;
+    uint8_t ar_how;
+    float ar_row[4][6];
+    uint16_t ar_m16[4];
+    float ar_hwc[3][6][16];
+    uint16_t ar_hwc16[3][16];
 };
 
 /* Scratch bytes l3cv_fast_tile() needs for tiles up to tile_w wide: 3 rows
@@ -113,6 +126,18 @@ void l3cv_row_vbmi(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uin
                    void *dst, int stream);
 void l3cv_interleave3_vbmi(const struct l3cv_fast *fc, const uint8_t *const rows[3],
                            uint32_t w, uint8_t *dst);
+
+/* Computed step (cpu_convert_arith.c), used by l3cv_row_simd and
+ * l3cv_hwc_simd in place of their gathers where fc->arith is set.
+ * l3cv_arith_prepare: at simd level 1 (AVX2; float16 also needs F16C), sets
+ * fc->arith when the computed outputs of every sample value of every channel
+ * equal the tables, as rows and interleaved; else clears it. l3cv_row_arith /
+ * l3cv_hwc_arith: as l3cv_row_simd / l3cv_hwc_simd for those outputs. */
+void l3cv_arith_prepare(struct l3cv_fast *fc);
+void l3cv_row_arith(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,
+                    void *dst, int stream);
+void l3cv_hwc_arith(const struct l3cv_fast *fc, const uint8_t *ilv, unsigned C, uint32_t w,
+                    void *dst, int stream);
 
 /* Converts one decoded tile (as l3_decode_tiles() hands it over: channel
  * planes, colour transform undone, uint8_t samples for depth <= 8, uint16_t

@@ -1,0 +1,274 @@
+/* cpu_convert_arith.c — the AVX2 level's 16-bit and float outputs computed in
+ * vectors instead of looked up in the channels' tables: uint16 as v * m,
+ * float32 and float16 as the reference's arithmetic (l3cv_float: v / srcmax,
+ * then * scale, - mean, / std, each rounded to float; float16 by the F16C
+ * conversion, rounding to nearest even).
+ *
+ * Why: AMD's AVX2 gathers are microcoded (Zen 3: 1.15-1.48 TSC cycles an
+ * element for a float32 table, against 0.31 for one vector division and 0.62
+ * for two, docs/BENCHMARKS.md), and these outputs have a lookup per element.
+ *
+ * Same bytes by check, not by argument: a channel's output has 256 possible
+ * inputs, so l3cv_arith_prepare() runs these very loops over every sample
+ * value 0..255 of every channel, as rows and as interleaved pixels, and turns
+ * them on only when every result equals the table's to the bit (a palette's
+ * table, or any other that is not this arithmetic, keeps the gathers). That
+ * also lets it try cheaper forms of each division first, kept only where
+ * they give the same 256 results: a multiplication by the rounded reciprocal,
+ * then that product corrected once with two FMAs (q = x r, q += (x - q d) r),
+ * then the division itself. The union of the channels' operations is applied
+ * to every channel, with 1 and 0 where a channel has none (x * 1, x - 0 and
+ * x / 1 are exact; the check covers it). Built with -ffp-contract=off like
+ * the rest of the converters: no operation is fused but the FMAs written. */
+#include <string.h>
+
+#include "cpu_convert.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
+#include <immintrin.h>
+
+#define ARITH __attribute__((target("avx2,f16c,fma")))
+
+enum { OP_MUL = 1, OP_SUB = 2, OP_DIV = 4 };
+/* how a division x / d is done (struct l3cv_fast.ar_how) */
+enum { HOW_RCP, HOW_FMA, HOW_DIV };
+
+struct par8 {
+    __m256 d, rd, m, s, q, rq; /* v / d * m - s / q; rd, rq: 1 / d, 1 / q */
+};
+
+ARITH static inline __m256 quot(__m256 x, __m256 d, __m256 r, const int how)
+{
+    if (how == HOW_DIV)
+        return _mm256_div_ps(x, d);
+    __m256 q = _mm256_mul_ps(x, r);
+    if (how == HOW_FMA)
+        q = _mm256_fmadd_ps(_mm256_fnmadd_ps(q, d, x), r, q);
+    return q;
+}
+
+ARITH static inline __m256 value8(__m128i u8x8, const struct par8 *p, unsigned ops,
+                                  const int how)
+{
+    __m256 t = quot(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(u8x8)), p->d, p->rd, how);
+    if (ops & OP_MUL)
+        t = _mm256_mul_ps(t, p->m);
+    if (ops & OP_SUB)
+        t = _mm256_sub_ps(t, p->s);
+    if (ops & OP_DIV)
+        t = quot(t, p->q, p->rq, how);
+    return t;
+}
+
+ARITH static inline void put32(void *o, __m256i v, int stream)
+{
+    if (stream)
+        _mm256_stream_si256((__m256i *)o, v);
+    else
+        _mm256_storeu_si256((__m256i *)o, v);
+}
+
+/* 16 samples u (bytes) with lane parameters p[0] (first 8) and p[1], m16 (uint16
+ * multipliers of the 16 lanes), into 16 elements at o. */
+ARITH static inline void block16(unsigned dtype, unsigned ops, const int how, const uint8_t *u,
+                                 const struct par8 p[2], __m256i m16, uint8_t *o, int stream)
+{
+    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)u);
+    switch (dtype) {
+    case L3GPU_U16:
+        put32(o, _mm256_mullo_epi16(_mm256_cvtepu8_epi16(v), m16), stream);
+        break;
+    case L3GPU_F32:
+        put32(o, _mm256_castps_si256(value8(v, &p[0], ops, how)), stream);
+        put32(o + 32, _mm256_castps_si256(value8(_mm_srli_si128(v, 8), &p[1], ops, how)),
+              stream);
+        break;
+    default: { /* float16 */
+        __m128i h0 = _mm256_cvtps_ph(value8(v, &p[0], ops, how), _MM_FROUND_TO_NEAREST_INT);
+        __m128i h1 = _mm256_cvtps_ph(value8(_mm_srli_si128(v, 8), &p[1], ops, how),
+                                     _MM_FROUND_TO_NEAREST_INT);
+        put32(o, _mm256_set_m128i(h1, h0), stream);
+        break;
+    }
+    }
+}
+
+static size_t elem_size(unsigned dtype)
+{
+    return dtype == L3GPU_F32 ? 4 : 2;
+}
+
+ARITH static void par_of(const float (*a)[16], unsigned half, struct par8 *p)
+{
+    p->d = _mm256_loadu_ps(a[0] + 8 * half);
+    p->rd = _mm256_loadu_ps(a[1] + 8 * half);
+    p->m = _mm256_loadu_ps(a[2] + 8 * half);
+    p->s = _mm256_loadu_ps(a[3] + 8 * half);
+    p->q = _mm256_loadu_ps(a[4] + 8 * half);
+    p->rq = _mm256_loadu_ps(a[5] + 8 * half);
+}
+
+/* The loops, with the division's form a constant (one instance each). */
+ARITH static inline void row_how(const struct l3cv_fast *fc, unsigned c, const uint8_t *u,
+                                 uint32_t w, void *dst, int stream, const int how)
+{
+    struct par8 p[2];
+    const float *a = fc->ar_row[c];
+    p[0].d = _mm256_set1_ps(a[0]);
+    p[0].rd = _mm256_set1_ps(a[1]);
+    p[0].m = _mm256_set1_ps(a[2]);
+    p[0].s = _mm256_set1_ps(a[3]);
+    p[0].q = _mm256_set1_ps(a[4]);
+    p[0].rq = _mm256_set1_ps(a[5]);
+    p[1] = p[0];
+    const __m256i m16 = _mm256_set1_epi16((short)fc->ar_m16[c]);
+    const unsigned dt = fc->im->dtype, ops = fc->ar_ops;
+    const size_t es = elem_size(dt);
+    for (uint32_t x = 0; x < w; x += 16)
+        block16(dt, ops, how, u + x, p, m16, (uint8_t *)dst + (size_t)x * es, stream);
+}
+
+ARITH static inline void hwc_how(const struct l3cv_fast *fc, const uint8_t *ilv, unsigned C,
+                                 uint32_t w, void *dst, int stream, const int how)
+{
+    const unsigned dt = fc->im->dtype, ops = fc->ar_ops;
+    const size_t n = (size_t)w * C, es = elem_size(dt);
+    stream = stream && !((uintptr_t)dst & (16 * es - 1)); /* whole blocks aligned */
+    struct par8 p[3][2];
+    __m256i m16[3];
+    for (unsigned j = 0; j < 3; j++) {
+        par_of(fc->ar_hwc[j], 0, &p[j][0]);
+        par_of(fc->ar_hwc[j], 1, &p[j][1]);
+        m16[j] = _mm256_loadu_si256((const __m256i *)(const void *)fc->ar_hwc16[j]);
+    }
+    /* element i of block j (of 16) is channel (16 j + i) mod C: with 3
+     * channels the pattern repeats every 3 blocks, else every block */
+    for (size_t k = 0, j = 0; k < n; k += 16, j = C == 3 ? (j == 2 ? 0 : j + 1) : 0)
+        block16(dt, ops, how, ilv + k, p[j], m16[j], (uint8_t *)dst + k * es, stream);
+}
+
+ARITH void l3cv_row_arith(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,
+                          void *dst, int stream)
+{
+    switch (fc->ar_how) {
+    case HOW_RCP: row_how(fc, c, u, w, dst, stream, HOW_RCP); break;
+    case HOW_FMA: row_how(fc, c, u, w, dst, stream, HOW_FMA); break;
+    default: row_how(fc, c, u, w, dst, stream, HOW_DIV); break;
+    }
+}
+
+ARITH void l3cv_hwc_arith(const struct l3cv_fast *fc, const uint8_t *ilv, unsigned C, uint32_t w,
+                          void *dst, int stream)
+{
+    switch (fc->ar_how) {
+    case HOW_RCP: hwc_how(fc, ilv, C, w, dst, stream, HOW_RCP); break;
+    case HOW_FMA: hwc_how(fc, ilv, C, w, dst, stream, HOW_FMA); break;
+    default: hwc_how(fc, ilv, C, w, dst, stream, HOW_DIV); break;
+    }
+}
+
+/* Channel c's table as bytes (uint16 / float16 bits / float32). */
+static const void *table_of(const struct l3cv_fast *fc, unsigned c)
+{
+    return fc->im->dtype == L3GPU_F32 ? (const void *)fc->t.f32[c] : (const void *)fc->t.u16[c];
+}
+
+/* Whether the computed outputs (fc->ar_how's form) equal the tables for
+ * every sample value of every channel, as rows and interleaved. */
+static int arith_exact(struct l3cv_fast *fc)
+{
+    const unsigned C = fc->im->out_channels;
+    const size_t es = elem_size(fc->im->dtype);
+    uint8_t ramp[256], ilv[256 * 4];
+    _Alignas(64) uint8_t got[256 * 4 * 4];
+    for (unsigned v = 0; v < 256; v++) {
+        ramp[v] = (uint8_t)v;
+        for (unsigned c = 0; c < C; c++)
+            ilv[v * C + c] = (uint8_t)v;
+    }
+    for (unsigned c = 0; c < C; c++) {
+        l3cv_row_arith(fc, c, ramp, 256, got, 0);
+        if (memcmp(got, table_of(fc, c), 256 * es) != 0)
+            return 0;
+    }
+    l3cv_hwc_arith(fc, ilv, C, 256, got, 0);
+    for (unsigned v = 0; v < 256; v++)
+        for (unsigned c = 0; c < C; c++)
+            if (memcmp(got + (v * C + c) * es, (const uint8_t *)table_of(fc, c) + v * es, es))
+                return 0;
+    return 1;
+}
+
+/* F16C (CPUID leaf 1, ECX bit 29): clang's __builtin_cpu_supports does not
+ * know it. */
+static int has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
+void l3cv_arith_prepare(struct l3cv_fast *fc)
+{
+    const struct l3cv_image *im = fc->im;
+    const unsigned C = im->out_channels, dt = im->dtype;
+    fc->arith = 0;
+    if (fc->simd != 1 || !fc->tabled || dt == L3GPU_U8 || C < 1 || C > 4 ||
+        !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
+        (dt == L3GPU_F16 && !has_f16c()))
+        return;
+    unsigned ops = 0;
+    for (unsigned c = 0; c < C; c++) {
+        /* l3cv_float's operations */
+        const int mul = im->normalize && im->scale[c] != 1.0f;
+        const int sub = im->normalize && im->mean[c] != 0.0f;
+        const int div = im->normalize && im->std[c] != 1.0f;
+        float *a = fc->ar_row[c];
+        a[0] = (float)im->srcmax;
+        a[1] = 1.0f / a[0];
+        a[2] = mul ? im->scale[c] : 1.0f;
+        a[3] = sub ? im->mean[c] : 0.0f;
+        a[4] = div ? im->std[c] : 1.0f;
+        a[5] = 1.0f / a[4];
+        ops |= (mul ? OP_MUL : 0) | (sub ? OP_SUB : 0) | (div ? OP_DIV : 0);
+        fc->ar_m16[c] = fc->t.u16[c][1]; /* uint16: entry v must be v * entry 1 */
+    }
+    fc->ar_ops = (uint8_t)ops;
+    for (unsigned j = 0; j < 3; j++)
+        for (unsigned i = 0; i < 16; i++) {
+            unsigned c = (16 * j + i) % C;
+            for (unsigned k = 0; k < 6; k++)
+                fc->ar_hwc[j][k][i] = fc->ar_row[c][k];
+            fc->ar_hwc16[j][i] = fc->ar_m16[c];
+        }
+    /* the cheapest form of the divisions that gives the tables' bytes */
+    static const uint8_t forms[3] = {HOW_RCP, HOW_FMA, HOW_DIV};
+    for (unsigned f = 0; f < 3; f++) {
+        fc->ar_how = forms[f];
+        if (arith_exact(fc)) {
+            fc->arith = 1;
+            return;
+        }
+    }
+}
+
+#else /* no x86 SIMD build: the tables serve */
+
+void l3cv_arith_prepare(struct l3cv_fast *fc)
+{
+    fc->arith = 0;
+}
+
+void l3cv_row_arith(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,
+                    void *dst, int stream)
+{
+    (void)fc, (void)c, (void)u, (void)w, (void)dst, (void)stream; /* never called: arith 0 */
+}
+
+void l3cv_hwc_arith(const struct l3cv_fast *fc, const uint8_t *ilv, unsigned C, uint32_t w,
+                    void *dst, int stream)
+{
+    (void)fc, (void)ilv, (void)C, (void)w, (void)dst, (void)stream; /* never called */
+}
+
+#endif
