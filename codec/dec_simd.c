@@ -149,10 +149,6 @@ AVX2_INLINE void kon_make(struct kon *K, unsigned depth)
     K->esclen = esclen;
 }
 
-/* 25 valid bits at each lane's bit position. loads (a constant): eight
- * scalar loads instead of a gather. AMD's AVX2 gathers are microcoded (Zen 3:
- * one each 12-13 cycles, against 9 for eight loads and the inserts, in a
- * loop of three independent chains); the AVX-512 build keeps the gather. */
 /* Each lane's `bytes` (4 or 8, a constant) at base + its bit position / 8, in
  * x (lane l at x + l * bytes). */
 AVX2_INLINE void lane_loads(const uint8_t *base, __m256i bp, void *x, const size_t bytes)
@@ -165,6 +161,10 @@ AVX2_INLINE void lane_loads(const uint8_t *base, __m256i bp, void *x, const size
         memcpy((uint8_t *)x + l * bytes, base + (uint32_t)(pair[l / 2] >> (l % 2 * 32)), bytes);
 }
 
+/* 25 valid bits at each lane's bit position. loads (a constant): eight
+ * scalar loads instead of a gather. AMD's AVX2 gathers are microcoded (Zen 3:
+ * one each 12-13 cycles, against 9 for eight loads and the inserts, in a
+ * loop of three independent chains); the AVX-512 build keeps the gather. */
 AVX2_INLINE __m256i window(const uint8_t *base, __m256i bp, const struct kon *K, const int loads)
 {
     __m256i g;
