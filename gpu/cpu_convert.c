@@ -71,7 +71,7 @@ int l3cv_fast_prepare(const struct l3cv_image *im, size_t stream_min, struct l3c
             fc->hwc_off[j][i] = (int32_t)(((16u * j + i) % C) * 256u);
     fc->simd = (uint8_t)l3cv_simd_level();
     l3cv_vbmi_prepare(fc); /* cheap: 4 KiB of tables, whatever level runs */
-    l3cv_arith_prepare(fc); /* AVX2 level: computed instead of gathered where exact */
+    l3cv_arith_prepare(fc); /* computed instead of gathered where exact */
     return 0;
 }
 

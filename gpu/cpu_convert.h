@@ -65,7 +65,7 @@ struct l3cv_fast {
     /* VBMI interleave of 3 rows of 64 samples into output block j (of 3):
      * permute(permute(row 0, ilv3[j][0], row 1), ilv3[j][1], row 2) */
     uint8_t ilv3[3][2][64];
-    /* Computed outputs (AVX2 level, uint16 / float16 / float32; set by
+    /* Computed outputs (any SIMD level, uint16 / float16 / float32; set by
      * l3cv_arith_prepare only where they equal the tables to the bit):
      * channel c is v / ar_row[c][0] * [2] - [3] / [4] (the operations of
      * ar_ops; [1] and [5] the reciprocals of [0] and [4]; ar_how: how the
@@ -129,8 +129,8 @@ void l3cv_interleave3_vbmi(const struct l3cv_fast *fc, const uint8_t *const rows
 
 /* Computed step (cpu_convert_arith.c), used by l3cv_row_simd and
  * l3cv_hwc_simd in place of their gathers where fc->arith is set.
- * l3cv_arith_prepare: at simd level 1 (AVX2; float16 also needs F16C), sets
- * fc->arith when the computed outputs of every sample value of every channel
+ * l3cv_arith_prepare: at every simd level >= 1 (AVX2 and FMA; float16 also
+ * needs F16C), sets fc->arith when the computed outputs of every sample value of every channel
  * equal the tables, as rows and interleaved; else clears it. l3cv_row_arith /
  * l3cv_hwc_arith: as l3cv_row_simd / l3cv_hwc_simd for those outputs. */
 void l3cv_arith_prepare(struct l3cv_fast *fc);

@@ -1,5 +1,5 @@
-/* cpu_convert_arith.c — the AVX2 level's 16-bit and float outputs computed in
- * vectors instead of looked up in the channels' tables: uint16 as v * m,
+/* cpu_convert_arith.c — 16-bit and float outputs computed in AVX2 vectors
+ * instead of looked up in the channels' tables: uint16 as v * m,
  * float32 and float16 as the reference's arithmetic (l3cv_float: v / srcmax,
  * then * scale, - mean, / std, each rounded to float; float16 by the F16C
  * conversion, rounding to nearest even).
@@ -7,6 +7,11 @@
  * Why: AMD's AVX2 gathers are microcoded (Zen 3: 1.15-1.48 TSC cycles an
  * element for a float32 table, against 0.31 for one vector division and 0.62
  * for two, docs/BENCHMARKS.md), and these outputs have a lookup per element.
+ * The AVX-512 levels use these loops too (256-bit vectors): on Zen 5 a
+ * float32 NCHW output by 16-lane gathers took 2.75 ms of a 2048x1024 photo's
+ * decode, these loops 0.9 ms (1.4 ms with mean and std; perf samples).
+ * Where VBMI byte-plane lookups serve uint16 and float16 (cpu_convert.c),
+ * those stay.
  *
  * Same bytes by check, not by argument: a channel's output has 256 possible
  * inputs, so l3cv_arith_prepare() runs these very loops over every sample
@@ -38,7 +43,14 @@ struct par8 {
     __m256 d, rd, m, s, q, rq; /* v / d * m - s / q; rd, rq: 1 / d, 1 / q */
 };
 
-ARITH static inline __m256 quot(__m256 x, __m256 d, __m256 r, const int how)
+/* Every helper below is inlined into the loops, whose output type, set of
+ * operations, division form and store kind are constants of each instance:
+ * a tile row is 64 samples or so, and a call that branches on them per
+ * block (or broadcasts its parameters through an outlined helper) spends
+ * more on that than on the arithmetic. */
+#define INLINE ARITH static inline __attribute__((always_inline))
+
+INLINE __m256 quot(__m256 x, __m256 d, __m256 r, const int how)
 {
     if (how == HOW_DIV)
         return _mm256_div_ps(x, d);
@@ -48,20 +60,20 @@ ARITH static inline __m256 quot(__m256 x, __m256 d, __m256 r, const int how)
     return q;
 }
 
-ARITH static inline __m256 value8(__m128i u8x8, const struct par8 *p, unsigned ops,
-                                  const int how)
+/* ops is 0 (v / srcmax only) or every operation (the channels' union, with
+ * 1 and 0 where a channel has none: exact, and the check covers it) */
+INLINE __m256 value8(__m128i u8x8, const struct par8 *p, const int ops, const int how)
 {
     __m256 t = quot(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(u8x8)), p->d, p->rd, how);
-    if (ops & OP_MUL)
+    if (ops) {
         t = _mm256_mul_ps(t, p->m);
-    if (ops & OP_SUB)
         t = _mm256_sub_ps(t, p->s);
-    if (ops & OP_DIV)
         t = quot(t, p->q, p->rq, how);
+    }
     return t;
 }
 
-ARITH static inline void put32(void *o, __m256i v, int stream)
+INLINE void put32(void *o, __m256i v, const int stream)
 {
     if (stream)
         _mm256_stream_si256((__m256i *)o, v);
@@ -71,26 +83,21 @@ ARITH static inline void put32(void *o, __m256i v, int stream)
 
 /* 16 samples u (bytes) with lane parameters p[0] (first 8) and p[1], m16 (uint16
  * multipliers of the 16 lanes), into 16 elements at o. */
-ARITH static inline void block16(unsigned dtype, unsigned ops, const int how, const uint8_t *u,
-                                 const struct par8 p[2], __m256i m16, uint8_t *o, int stream)
+INLINE void block16(const unsigned dtype, const int ops, const int how, const uint8_t *u,
+                    const struct par8 p[2], __m256i m16, uint8_t *o, const int stream)
 {
     const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)u);
-    switch (dtype) {
-    case L3GPU_U16:
+    if (dtype == L3GPU_U16) {
         put32(o, _mm256_mullo_epi16(_mm256_cvtepu8_epi16(v), m16), stream);
-        break;
-    case L3GPU_F32:
+    } else if (dtype == L3GPU_F32) {
         put32(o, _mm256_castps_si256(value8(v, &p[0], ops, how)), stream);
         put32(o + 32, _mm256_castps_si256(value8(_mm_srli_si128(v, 8), &p[1], ops, how)),
               stream);
-        break;
-    default: { /* float16 */
+    } else { /* float16 */
         __m128i h0 = _mm256_cvtps_ph(value8(v, &p[0], ops, how), _MM_FROUND_TO_NEAREST_INT);
         __m128i h1 = _mm256_cvtps_ph(value8(_mm_srli_si128(v, 8), &p[1], ops, how),
                                      _MM_FROUND_TO_NEAREST_INT);
         put32(o, _mm256_set_m128i(h1, h0), stream);
-        break;
-    }
     }
 }
 
@@ -99,7 +106,7 @@ static size_t elem_size(unsigned dtype)
     return dtype == L3GPU_F32 ? 4 : 2;
 }
 
-ARITH static void par_of(const float (*a)[16], unsigned half, struct par8 *p)
+INLINE void par_of(const float (*a)[16], unsigned half, struct par8 *p)
 {
     p->d = _mm256_loadu_ps(a[0] + 8 * half);
     p->rd = _mm256_loadu_ps(a[1] + 8 * half);
@@ -109,9 +116,8 @@ ARITH static void par_of(const float (*a)[16], unsigned half, struct par8 *p)
     p->rq = _mm256_loadu_ps(a[5] + 8 * half);
 }
 
-/* The loops, with the division's form a constant (one instance each). */
-ARITH static inline void row_how(const struct l3cv_fast *fc, unsigned c, const uint8_t *u,
-                                 uint32_t w, void *dst, int stream, const int how)
+INLINE void row_loop(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,
+                     void *dst, const int stream, const unsigned dt, const int ops, const int how)
 {
     struct par8 p[2];
     const float *a = fc->ar_row[c];
@@ -123,18 +129,15 @@ ARITH static inline void row_how(const struct l3cv_fast *fc, unsigned c, const u
     p[0].rq = _mm256_set1_ps(a[5]);
     p[1] = p[0];
     const __m256i m16 = _mm256_set1_epi16((short)fc->ar_m16[c]);
-    const unsigned dt = fc->im->dtype, ops = fc->ar_ops;
-    const size_t es = elem_size(dt);
+    const size_t es = dt == L3GPU_F32 ? 4 : 2;
     for (uint32_t x = 0; x < w; x += 16)
         block16(dt, ops, how, u + x, p, m16, (uint8_t *)dst + (size_t)x * es, stream);
 }
 
-ARITH static inline void hwc_how(const struct l3cv_fast *fc, const uint8_t *ilv, unsigned C,
-                                 uint32_t w, void *dst, int stream, const int how)
+INLINE void hwc_loop(const struct l3cv_fast *fc, const uint8_t *ilv, unsigned C, uint32_t w,
+                     void *dst, const int stream, const unsigned dt, const int ops, const int how)
 {
-    const unsigned dt = fc->im->dtype, ops = fc->ar_ops;
-    const size_t n = (size_t)w * C, es = elem_size(dt);
-    stream = stream && !((uintptr_t)dst & (16 * es - 1)); /* whole blocks aligned */
+    const size_t n = (size_t)w * C, es = dt == L3GPU_F32 ? 4 : 2;
     struct par8 p[3][2];
     __m256i m16[3];
     for (unsigned j = 0; j < 3; j++) {
@@ -142,30 +145,81 @@ ARITH static inline void hwc_how(const struct l3cv_fast *fc, const uint8_t *ilv,
         par_of(fc->ar_hwc[j], 1, &p[j][1]);
         m16[j] = _mm256_loadu_si256((const __m256i *)(const void *)fc->ar_hwc16[j]);
     }
-    /* element i of block j (of 16) is channel (16 j + i) mod C: with 3
-     * channels the pattern repeats every 3 blocks, else every block */
-    for (size_t k = 0, j = 0; k < n; k += 16, j = C == 3 ? (j == 2 ? 0 : j + 1) : 0)
-        block16(dt, ops, how, ilv + k, p[j], m16[j], (uint8_t *)dst + k * es, stream);
+    uint8_t *o = dst;
+    if (C == 3) /* element i of block j (of 16) is channel (16 j + i) mod 3 */
+        for (size_t k = 0; k < n; k += 48) {
+            block16(dt, ops, how, ilv + k, p[0], m16[0], o + k * es, stream);
+            if (k + 16 < n)
+                block16(dt, ops, how, ilv + k + 16, p[1], m16[1], o + (k + 16) * es, stream);
+            if (k + 32 < n)
+                block16(dt, ops, how, ilv + k + 32, p[2], m16[2], o + (k + 32) * es, stream);
+        }
+    else /* 1, 2, 4 channels: the same 16 lanes in every block */
+        for (size_t k = 0; k < n; k += 16)
+            block16(dt, ops, how, ilv + k, p[0], m16[0], o + k * es, stream);
 }
 
-ARITH void l3cv_row_arith(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,
-                          void *dst, int stream)
-{
-    switch (fc->ar_how) {
-    case HOW_RCP: row_how(fc, c, u, w, dst, stream, HOW_RCP); break;
-    case HOW_FMA: row_how(fc, c, u, w, dst, stream, HOW_FMA); break;
-    default: row_how(fc, c, u, w, dst, stream, HOW_DIV); break;
+/* One instance per output type, operation set and division form; each
+ * chooses its store kind once. */
+typedef void row_fn(const struct l3cv_fast *, unsigned, const uint8_t *, uint32_t, void *, int);
+typedef void hwc_fn(const struct l3cv_fast *, const uint8_t *, unsigned, uint32_t, void *, int);
+
+#define INSTANCE(name, DT, OPS, HOW)                                                          \
+    ARITH static void row_##name(const struct l3cv_fast *fc, unsigned c, const uint8_t *u,    \
+                                 uint32_t w, void *dst, int stream)                          \
+    {                                                                                        \
+        if (stream)                                                                          \
+            row_loop(fc, c, u, w, dst, 1, DT, OPS, HOW);                                     \
+        else                                                                                 \
+            row_loop(fc, c, u, w, dst, 0, DT, OPS, HOW);                                     \
+    }                                                                                        \
+    ARITH static void hwc_##name(const struct l3cv_fast *fc, const uint8_t *ilv, unsigned C, \
+                                 uint32_t w, void *dst, int stream)                          \
+    {                                                                                        \
+        if (stream && !((uintptr_t)dst & (16 * (DT == L3GPU_F32 ? 4 : 2) - 1)))              \
+            hwc_loop(fc, ilv, C, w, dst, 1, DT, OPS, HOW); /* whole blocks aligned */        \
+        else                                                                                 \
+            hwc_loop(fc, ilv, C, w, dst, 0, DT, OPS, HOW);                                   \
     }
+
+#define FORMS(name, DT, OPS)                  \
+    INSTANCE(name##_rcp, DT, OPS, HOW_RCP)    \
+    INSTANCE(name##_fma, DT, OPS, HOW_FMA)    \
+    INSTANCE(name##_div, DT, OPS, HOW_DIV)
+
+INSTANCE(u16, L3GPU_U16, 0, HOW_DIV) /* v * m: no division */
+FORMS(f32, L3GPU_F32, 0)
+FORMS(f32n, L3GPU_F32, 1)
+FORMS(f16, L3GPU_F16, 0)
+FORMS(f16n, L3GPU_F16, 1)
+
+/* [kind][how], kind = 0 f32, 1 f32 normalised, 2 f16, 3 f16 normalised */
+#define ROW3(name) {row_##name##_rcp, row_##name##_fma, row_##name##_div}
+#define HWC3(name) {hwc_##name##_rcp, hwc_##name##_fma, hwc_##name##_div}
+static row_fn *const row_fns[4][3] = {ROW3(f32), ROW3(f32n), ROW3(f16), ROW3(f16n)};
+static hwc_fn *const hwc_fns[4][3] = {HWC3(f32), HWC3(f32n), HWC3(f16), HWC3(f16n)};
+
+static unsigned kind_of(const struct l3cv_fast *fc)
+{
+    return (fc->im->dtype == L3GPU_F32 ? 0 : 2) + (fc->ar_ops != 0);
 }
 
-ARITH void l3cv_hwc_arith(const struct l3cv_fast *fc, const uint8_t *ilv, unsigned C, uint32_t w,
-                          void *dst, int stream)
+void l3cv_row_arith(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,
+                    void *dst, int stream)
 {
-    switch (fc->ar_how) {
-    case HOW_RCP: hwc_how(fc, ilv, C, w, dst, stream, HOW_RCP); break;
-    case HOW_FMA: hwc_how(fc, ilv, C, w, dst, stream, HOW_FMA); break;
-    default: hwc_how(fc, ilv, C, w, dst, stream, HOW_DIV); break;
-    }
+    if (fc->im->dtype == L3GPU_U16)
+        row_u16(fc, c, u, w, dst, stream);
+    else
+        row_fns[kind_of(fc)][fc->ar_how](fc, c, u, w, dst, stream);
+}
+
+void l3cv_hwc_arith(const struct l3cv_fast *fc, const uint8_t *ilv, unsigned C, uint32_t w,
+                    void *dst, int stream)
+{
+    if (fc->im->dtype == L3GPU_U16)
+        hwc_u16(fc, ilv, C, w, dst, stream);
+    else
+        hwc_fns[kind_of(fc)][fc->ar_how](fc, ilv, C, w, dst, stream);
 }
 
 /* Channel c's table as bytes (uint16 / float16 bits / float32). */
@@ -213,7 +267,7 @@ void l3cv_arith_prepare(struct l3cv_fast *fc)
     const struct l3cv_image *im = fc->im;
     const unsigned C = im->out_channels, dt = im->dtype;
     fc->arith = 0;
-    if (fc->simd != 1 || !fc->tabled || dt == L3GPU_U8 || C < 1 || C > 4 ||
+    if (fc->simd < 1 || !fc->tabled || dt == L3GPU_U8 || C < 1 || C > 4 ||
         !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
         (dt == L3GPU_F16 && !has_f16c()))
         return;

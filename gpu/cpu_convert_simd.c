@@ -141,7 +141,7 @@ AVX512 static void row_avx512(const struct l3cv_fast *fc, unsigned c, const uint
 void l3cv_row_simd(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,
                    void *dst, int stream)
 {
-    if (fc->arith && fc->simd == 1)
+    if (fc->arith)
         l3cv_row_arith(fc, c, u, w, dst, stream);
     else if (fc->simd >= 3 && fc->im->dtype != L3GPU_F32)
         l3cv_row_vbmi(fc, c, u, w, dst, stream);
@@ -245,7 +245,7 @@ AVX512 static void hwc_avx512(const struct l3cv_fast *fc, const uint8_t *ilv, si
 void l3cv_hwc_simd(const struct l3cv_fast *fc, const uint8_t *ilv, unsigned C, uint32_t w,
                    void *dst, int stream)
 {
-    if (fc->arith && fc->simd == 1)
+    if (fc->arith)
         l3cv_hwc_arith(fc, ilv, C, w, dst, stream);
     else if (fc->simd >= 2)
         hwc_avx512(fc, ilv, (size_t)w * C, C, dst, stream);

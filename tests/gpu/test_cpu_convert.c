@@ -286,18 +286,20 @@ Test(cpu_convert, streamed_and_unaligned_outputs_match_reference, .timeout = TC_
                 uint8_t *base = (uint8_t *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
                 /* output at a line, one element past it, one short of 16, at 16 (not 32) */
                 const size_t shifts[4] = {0, es, 16 - es, 16};
-                for (int variant = 0; variant < 10; variant++)
+                for (int variant = 0; variant < 14; variant++)
                     for (int si = 0; si < 4; si++) {
-                        /* plain / streamed stores x portable / AVX2 / AVX-512 /
-                         * AVX-512 VBMI / AVX2 with computed outputs (4) */
-                        int stream = variant & 1, simd = variant >> 1;
-                        if ((simd == 4 ? 1 : simd) > l3cv_simd_level())
+                        /* plain / streamed stores x lookups at level 0-3 (portable,
+                         * AVX2, AVX-512, AVX-512 VBMI: kind 0-3) / computed outputs at
+                         * level 1-3 (kind 4-6) */
+                        int stream = variant & 1, kind = variant >> 1;
+                        int level = kind >= 4 ? kind - 3 : kind;
+                        if (level > l3cv_simd_level())
                             continue;
                         size_t shift = shifts[si];
                         struct l3cv_fast fc;
                         cr_assert_eq(l3cv_fast_prepare(&cv, stream ? 0 : SIZE_MAX, &fc), 0);
-                        fc.simd = (uint8_t)(simd == 4 ? 1 : simd);
-                        if (simd == 4) {
+                        fc.simd = (uint8_t)level;
+                        if (kind >= 4) {
                             l3cv_arith_prepare(&fc);
                             computed += fc.arith;
                         } else {
@@ -310,15 +312,15 @@ Test(cpu_convert, streamed_and_unaligned_outputs_match_reference, .timeout = TC_
                         convert_tiles(&m, &fc, out);
                         char name[64];
                         format_name(name, sizeof name, &f);
+                        static const char *const kinds[7] = {
+                            "portable",          "AVX2",
+                            "AVX-512",           "AVX-512 VBMI",
+                            "AVX2 computed",     "AVX-512 computed",
+                            "AVX-512 VBMI computed"};
                         cr_assert(!memcmp(out, ref, bytes),
                                   "%s -> %s, %s stores, %s lookups, output %zu bytes past a "
                                   "line: differs from the reference",
-                                  m.name, name, stream ? "streamed" : "plain",
-                                  simd == 4   ? "AVX2 computed"
-                                  : simd == 3 ? "AVX-512 VBMI"
-                                  : simd == 2 ? "AVX-512"
-                                  : simd      ? "AVX2"
-                                              : "portable",
+                                  m.name, name, stream ? "streamed" : "plain", kinds[kind],
                                   shift);
                         tested++;
                     }
