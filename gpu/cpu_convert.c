@@ -271,7 +271,7 @@ CV_INLINE void conv_tile8(const struct l3cv_fast *fc, const struct l3_tile_out *
     for (uint32_t y = 0; y < t->h; y++) {
         CV_SOURCE_ROWS(uint8_t)
         const size_t pix = (size_t)(t->y0 + y) * W + t->x0;
-        if (fc->simd >= 3 && dt != L3GPU_F32 && layout == L3GPU_CHW) {
+        if (fc->simd >= 3 && !fc->arith && dt != L3GPU_F32 && layout == L3GPU_CHW) {
             /* byte-plane lookups, any width; identity uint8 rows are copies */
             for (unsigned c = 0; c < C; c++) {
                 uint8_t *d = (uint8_t *)out + (c * HW + pix) * es;
@@ -284,7 +284,7 @@ CV_INLINE void conv_tile8(const struct l3cv_fast *fc, const struct l3_tile_out *
             }
             continue;
         }
-        if (fc->simd >= 3 && dt != L3GPU_F32 && layout == L3GPU_HWC && fc->same &&
+        if (fc->simd >= 3 && !fc->arith && dt != L3GPU_F32 && layout == L3GPU_HWC && fc->same &&
             !fc->all_ident && !(w & 15)) {
             /* one table: the samples interleaved, then one row of w * C */
             const void *rows[4] = {u[0], u[1], u[2], u[3]};
@@ -428,7 +428,9 @@ void l3cv_fast_tile(const struct l3cv_fast *fc, const struct l3_tile_out *t, voi
         conv_tile16(fc, t, out, scratch);
         return;
     }
-    switch (CV_KEY(im->layout, im->dtype, im->out_channels)) {
+    /* one channel: HWC and CHW are the same bytes, and CHW has the row loops */
+    const int lay = im->out_channels == 1 ? L3GPU_CHW : im->layout;
+    switch (CV_KEY(lay, im->dtype, im->out_channels)) {
         CV_CASES(L3GPU_HWC)
         CV_CASES(L3GPU_CHW)
     default: break; /* l3cv_prepare/l3cv_fast_prepare admit no other */
