@@ -7,8 +7,13 @@
  * thread ran its first tile 80-180 us after the call began (2-vCPU KVM guest,
  * mostly idle), against a 5-6 ms two-thread decode of a 2048x1365 photo; so
  * the workers are started once, by the first call that wants them, and sleep
- * between calls (after a short spin: a decode loop's next image finds them
- * awake). bench/thread_overhead measures the difference.
+ * between calls (after a spin of 200 us: a decode loop's next image finds
+ * them awake). bench/thread_overhead measures the difference. The spin is
+ * longer than the wait of a worker that finished its last batch while the
+ * caller still decodes its own: with 50 us, 57 of 105 back-to-back two-thread
+ * decodes of 2048x1024 photos found their worker asleep (a worker woken from
+ * sleep starts 145 us after the call on average, Zen 5 KVM guest); with
+ * 200 us, only the first call after each 1-thread pause did (20 of 105).
  *
  * Concurrency: one call at a time owns the pool (pool.busy); a call that finds
  * it owned, or cannot start the workers it needs, starts threads of its own
@@ -26,7 +31,7 @@
 #include "l3_internal.h"
 
 #define POOL_MAX (L3_MAX_THREADS - 1) /* workers besides the caller */
-#define IDLE_SPIN_NS 50000 /* a worker spins this long for the next call */
+#define IDLE_SPIN_NS 200000 /* a worker spins this long for the next call */
 #define DONE_SPIN_NS 50000 /* the caller spins this long for the workers' last tiles */
 
 /* One call: shared by its threads, on the caller's stack. */
