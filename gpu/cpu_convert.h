@@ -130,9 +130,10 @@ void l3cv_interleave3_vbmi(const struct l3cv_fast *fc, const uint8_t *const rows
 /* Computed step (cpu_convert_arith.c), used by l3cv_row_simd and
  * l3cv_hwc_simd in place of their gathers where fc->arith is set.
  * l3cv_arith_prepare: at every simd level >= 1 (AVX2 and FMA; float16 also
- * needs F16C), sets fc->arith when the computed outputs of every sample value of every channel
- * equal the tables, as rows and interleaved; else clears it. l3cv_row_arith /
- * l3cv_hwc_arith: as l3cv_row_simd / l3cv_hwc_simd for those outputs. */
+ * needs F16C), sets fc->arith when the computed outputs of every sample
+ * value of every channel equal the tables, as rows and interleaved; else
+ * clears it. l3cv_row_arith / l3cv_hwc_arith: as l3cv_row_simd /
+ * l3cv_hwc_simd for those outputs. */
 void l3cv_arith_prepare(struct l3cv_fast *fc);
 void l3cv_row_arith(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,
                     void *dst, int stream);

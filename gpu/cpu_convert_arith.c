@@ -61,13 +61,16 @@ INLINE __m256 quot(__m256 x, __m256 d, __m256 r, const int how)
     return q;
 }
 
-/* ops is 0 (v / srcmax only) or every operation (the channels' union, with
- * 1 and 0 where a channel has none: exact, and the check covers it) */
+/* ops: 0 v / srcmax only; 1 then - mean, / std (no channel scales: the usual
+ * mean/std normalisation); 2 every operation. Within a class the channels'
+ * union is applied to each channel, with 0 and 1 where a channel has none
+ * (exact, and the check covers it). */
 INLINE __m256 value8(__m128i u8x8, const struct par8 *p, const int ops, const int how)
 {
     __m256 t = quot(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(u8x8)), p->d, p->rd, how);
-    if (ops) {
+    if (ops == 2)
         t = _mm256_mul_ps(t, p->m);
+    if (ops) {
         t = _mm256_sub_ps(t, p->s);
         t = quot(t, p->q, p->rq, how);
     }
@@ -191,18 +194,23 @@ typedef void hwc_fn(const struct l3cv_fast *, const uint8_t *, unsigned, uint32_
 INSTANCE(u16, L3GPU_U16, 0, HOW_DIV) /* v * m: no division */
 FORMS(f32, L3GPU_F32, 0)
 FORMS(f32n, L3GPU_F32, 1)
+FORMS(f32s, L3GPU_F32, 2)
 FORMS(f16, L3GPU_F16, 0)
 FORMS(f16n, L3GPU_F16, 1)
+FORMS(f16s, L3GPU_F16, 2)
 
-/* [kind][how], kind = 0 f32, 1 f32 normalised, 2 f16, 3 f16 normalised */
+/* [kind][how], kind = 3 * (float16) + the class of operations (value8) */
 #define ROW3(name) {row_##name##_rcp, row_##name##_fma, row_##name##_div}
 #define HWC3(name) {hwc_##name##_rcp, hwc_##name##_fma, hwc_##name##_div}
-static row_fn *const row_fns[4][3] = {ROW3(f32), ROW3(f32n), ROW3(f16), ROW3(f16n)};
-static hwc_fn *const hwc_fns[4][3] = {HWC3(f32), HWC3(f32n), HWC3(f16), HWC3(f16n)};
+static row_fn *const row_fns[6][3] = {ROW3(f32), ROW3(f32n), ROW3(f32s),
+                                      ROW3(f16), ROW3(f16n), ROW3(f16s)};
+static hwc_fn *const hwc_fns[6][3] = {HWC3(f32), HWC3(f32n), HWC3(f32s),
+                                      HWC3(f16), HWC3(f16n), HWC3(f16s)};
 
 static unsigned kind_of(const struct l3cv_fast *fc)
 {
-    return (fc->im->dtype == L3GPU_F32 ? 0 : 2) + (fc->ar_ops != 0);
+    const unsigned ops = fc->ar_ops;
+    return (fc->im->dtype == L3GPU_F32 ? 0 : 3) + (ops & OP_MUL ? 2 : ops ? 1 : 0);
 }
 
 void l3cv_row_arith(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,

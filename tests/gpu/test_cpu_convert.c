@@ -37,16 +37,18 @@ static int format_at(int k, struct l3gpu_format *f)
     for (int lay = 0; lay < 2; lay++)
         for (int dt = 0; dt < 4; dt++)
             for (int ch = 0; ch < 4; ch++)
-                for (int nm = 0; nm < (dt >= 2 ? 2 : 1); nm++, n++)
+                /* floats: plain, mean/std with scales, mean/std alone */
+                for (int nm = 0; nm < (dt >= 2 ? 3 : 1); nm++, n++)
                     if (n == k) {
+                        static const float ONE[4] = {1.0f, 1.0f, 1.0f, 1.0f};
                         l3gpu_format_init(f);
                         f->layout = lay;
                         f->dtype = dt;
                         f->channels = CHANNELS[ch];
-                        f->normalize = nm;
+                        f->normalize = nm != 0;
                         memcpy(f->mean, MEAN, sizeof MEAN);
                         memcpy(f->std, STD, sizeof STD);
-                        memcpy(f->scale, SCALE, sizeof SCALE);
+                        memcpy(f->scale, nm == 2 ? ONE : SCALE, sizeof SCALE);
                         return 1;
                     }
     return 0;
@@ -55,8 +57,9 @@ static int format_at(int k, struct l3gpu_format *f)
 static void format_name(char *buf, size_t len, const struct l3gpu_format *f)
 {
     static const char *dt[] = {"u8", "u16", "f32", "f16"};
-    snprintf(buf, len, "%s %s ch%d%s", f->layout == L3GPU_HWC ? "HWC" : "CHW", dt[f->dtype],
-             f->channels, f->normalize ? " norm" : "");
+    snprintf(buf, len, "%s %s ch%d%s%s", f->layout == L3GPU_HWC ? "HWC" : "CHW", dt[f->dtype],
+             f->channels, f->normalize ? " norm" : "",
+             f->normalize && f->scale[1] == 1.0f ? " (scale 1)" : "");
 }
 
 /* A whole file; the test fails when it cannot be read. */
@@ -258,7 +261,7 @@ Test(cpu_convert, streamed_and_unaligned_outputs_match_reference, .timeout = TC_
 {
     char **files;
     size_t n = pngsuite(&files);
-    size_t tested = 0, computed = 0;
+    size_t tested = 0, computed = 0, computed_norm[2] = {0, 0};
     for (size_t i = 0; i < n; i++) {
         size_t sz;
         void *png = read_file(files[i], &sz);
@@ -302,6 +305,8 @@ Test(cpu_convert, streamed_and_unaligned_outputs_match_reference, .timeout = TC_
                         if (kind >= 4) {
                             l3cv_arith_prepare(&fc);
                             computed += fc.arith;
+                            if (f.normalize) /* with channel scales / mean and std alone */
+                                computed_norm[f.scale[1] == 1.0f] += fc.arith;
                         } else {
                             fc.arith = 0; /* the gathers and tables */
                         }
@@ -337,8 +342,12 @@ Test(cpu_convert, streamed_and_unaligned_outputs_match_reference, .timeout = TC_
     cr_assert_gt(tested, 0);
     /* the computed outputs took over somewhere (uint16 and float outputs of
      * images without a palette), where this CPU has AVX2 */
-    if (l3cv_simd_level() >= 1)
+    if (l3cv_simd_level() >= 1) {
         cr_assert_gt(computed, 0);
+        /* both classes of normalisation (cpu_convert_arith.c, value8) */
+        cr_assert_gt(computed_norm[0], 0, "no computed output with channel scales");
+        cr_assert_gt(computed_norm[1], 0, "no computed output with mean/std alone");
+    }
 }
 
 Test(cpu_convert, photo_sized_batch_streams_and_matches_reference, .timeout = TC_TIMEOUT(600))
@@ -364,7 +373,7 @@ Test(cpu_convert, photo_sized_batch_streams_and_matches_reference, .timeout = TC
     img_encode(&m, 64);
     struct l3cv_image cv;
     struct l3gpu_format f;
-    format_at(24 + 8 + 1, &f); /* CHW (after 24 HWC), past u8 and u16: f32 ch0 norm */
+    format_at(32 + 8 + 1, &f); /* CHW (after 32 HWC), past u8 and u16: f32 ch0 norm */
     cr_assert(f.layout == L3GPU_CHW && f.dtype == L3GPU_F32 && f.normalize);
     cr_assert_eq(l3cv_prepare(&m.info, &f, &cv), L3GPU_OK);
     struct l3cv_fast fc;
