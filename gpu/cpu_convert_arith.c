@@ -105,7 +105,7 @@ INLINE void block16(const unsigned dtype, const int ops, const int how, const ui
     }
 }
 
-static size_t elem_size(unsigned dtype)
+static inline size_t elem_size(unsigned dtype)
 {
     return dtype == L3GPU_F32 ? 4 : 2;
 }
@@ -133,7 +133,7 @@ INLINE void row_loop(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, u
     p[0].rq = _mm256_set1_ps(a[5]);
     p[1] = p[0];
     const __m256i m16 = _mm256_set1_epi16((short)fc->ar_m16[c]);
-    const size_t es = dt == L3GPU_F32 ? 4 : 2;
+    const size_t es = elem_size(dt);
     for (uint32_t x = 0; x < w; x += 16)
         block16(dt, ops, how, u + x, p, m16, (uint8_t *)dst + (size_t)x * es, stream);
 }
@@ -141,7 +141,7 @@ INLINE void row_loop(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, u
 INLINE void hwc_loop(const struct l3cv_fast *fc, const uint8_t *ilv, unsigned C, uint32_t w,
                      void *dst, const int stream, const unsigned dt, const int ops, const int how)
 {
-    const size_t n = (size_t)w * C, es = dt == L3GPU_F32 ? 4 : 2;
+    const size_t n = (size_t)w * C, es = elem_size(dt);
     struct par8 p[3][2];
     __m256i m16[3];
     for (unsigned j = 0; j < 3; j++) {
@@ -180,7 +180,7 @@ typedef void hwc_fn(const struct l3cv_fast *, const uint8_t *, unsigned, uint32_
     ARITH static void hwc_##name(const struct l3cv_fast *fc, const uint8_t *ilv, unsigned C, \
                                  uint32_t w, void *dst, int stream)                          \
     {                                                                                        \
-        if (stream && !((uintptr_t)dst & (16 * (DT == L3GPU_F32 ? 4 : 2) - 1)))              \
+        if (stream && !((uintptr_t)dst & (16 * elem_size(DT) - 1)))                          \
             hwc_loop(fc, ilv, C, w, dst, 1, DT, OPS, HOW); /* whole blocks aligned */        \
         else                                                                                 \
             hwc_loop(fc, ilv, C, w, dst, 0, DT, OPS, HOW);                                   \
