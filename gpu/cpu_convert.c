@@ -298,6 +298,10 @@ CV_INLINE void conv_tile8(const struct l3cv_fast *fc, const struct l3_tile_out *
         if (layout == L3GPU_HWC && fc->simd && !(w & 15) && C > 1) {
             const void *rows[4] = {u[0], u[1], u[2], u[3]};
             uint8_t *dst = (uint8_t *)out + pix * C * es;
+            if (!fc->all_ident && fc->arith && C == 3) { /* computed, from the rows */
+                l3cv_hwc3_arith(fc, u, w, dst, fc->stream);
+                continue;
+            }
             if (!fc->all_ident) {
                 /* the samples interleaved, then through the tables in place */
                 if (C == 3 && fc->simd >= 3)

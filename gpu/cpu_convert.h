@@ -67,16 +67,17 @@ struct l3cv_fast {
     uint8_t ilv3[3][2][64];
     /* Computed outputs (any SIMD level, uint16 / float16 / float32; set by
      * l3cv_arith_prepare only where they equal the tables to the bit):
-     * channel c is v / ar_row[c][0] * [2] - [3] / [4] (the operations of
-     * ar_ops; [1] and [5] the reciprocals of [0] and [4]; ar_how: how the
-     * divisions are done), or v * ar_m16[c] for uint16; ar_hwc / ar_hwc16
+     * channel c is v / ar_row[c][0] * [3] - [4] / [5] (the operations of
+     * ar_ops; [1] and [6] the reciprocals of [0] and [5], [2] and [7] their
+     * remainders; ar_how: how the divisions are done; cpu_convert_arith.c
+     * names the indices), or v * ar_m16[c] for uint16; ar_hwc / ar_hwc16
      * hold the same per element of 3 interleaved blocks of 16, as hwc_off. */
     uint8_t arith;
     uint8_t ar_ops;
     uint8_t ar_how;
-    float ar_row[4][6];
+    float ar_row[4][8];
     uint16_t ar_m16[4];
-    float ar_hwc[3][6][16];
+    float ar_hwc[3][8][16];
     uint16_t ar_hwc16[3][16];
 };
 
@@ -107,6 +108,9 @@ int l3cv_fast_prepare(const struct l3cv_image *im, size_t stream_min, struct l3c
  * tables into w HWC pixels at dst; with `stream`, non-temporal stores when
  * dst is aligned to 16 elements (plain stores otherwise). */
 int l3cv_simd_level(void);
+/* Byte shuffles that place element k of 16-byte block j of C=3 output from
+ * channel row c: [element size 1, 2, 4][block][channel][k] (-128: none). */
+extern const int8_t l3cv_shuf3[3][3][3][16];
 void l3cv_row_simd(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,
                    void *dst, int stream);
 void l3cv_interleave_simd(const void *const rows[4], unsigned C, size_t es, uint32_t w,
@@ -133,12 +137,16 @@ void l3cv_interleave3_vbmi(const struct l3cv_fast *fc, const uint8_t *const rows
  * needs F16C), sets fc->arith when the computed outputs of every sample
  * value of every channel equal the tables, as rows and interleaved; else
  * clears it. l3cv_row_arith / l3cv_hwc_arith: as l3cv_row_simd /
- * l3cv_hwc_simd for those outputs. */
+ * l3cv_hwc_simd for those outputs. l3cv_hwc3_arith: l3cv_interleave_simd of
+ * three 8-bit rows followed by l3cv_hwc_arith, in registers (the same
+ * bytes; w a multiple of 16). */
 void l3cv_arith_prepare(struct l3cv_fast *fc);
 void l3cv_row_arith(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,
                     void *dst, int stream);
 void l3cv_hwc_arith(const struct l3cv_fast *fc, const uint8_t *ilv, unsigned C, uint32_t w,
                     void *dst, int stream);
+void l3cv_hwc3_arith(const struct l3cv_fast *fc, const uint8_t *const rows[3], uint32_t w,
+                     void *dst, int stream);
 
 /* Converts one decoded tile (as l3_decode_tiles() hands it over: channel
  * planes, colour transform undone, uint8_t samples for depth <= 8, uint16_t

@@ -255,10 +255,8 @@ void l3cv_hwc_simd(const struct l3cv_fast *fc, const uint8_t *ilv, unsigned C, u
 
 /* ---------------- interleave ---------------- */
 
-/* Byte shuffles that place element k of 16-byte block j of C=3 output from
- * channel row c (see interleave3): [element size 1, 2, 4][block][channel]. */
 #define Z (-128)
-static const int8_t SHUF3[3][3][3][16] = {
+const int8_t l3cv_shuf3[3][3][3][16] = {
     {{{0, Z, Z, 1, Z, Z, 2, Z, Z, 3, Z, Z, 4, Z, Z, 5},
       {Z, 0, Z, Z, 1, Z, Z, 2, Z, Z, 3, Z, Z, 4, Z, Z},
       {Z, Z, 0, Z, Z, 1, Z, Z, 2, Z, Z, 3, Z, Z, 4, Z}},
@@ -311,7 +309,7 @@ AVX2 void l3cv_interleave_simd(const void *const rows[4], unsigned C, size_t es,
     uint8_t *o = dst;
     const uint8_t *r0 = rows[0], *r1 = rows[1], *r2 = rows[2], *r3 = rows[3];
     if (C == 3) {
-        const int8_t(*m)[3][16] = SHUF3[es == 1 ? 0 : es == 2 ? 1 : 2];
+        const int8_t(*m)[3][16] = l3cv_shuf3[es == 1 ? 0 : es == 2 ? 1 : 2];
         for (size_t k = 0; k < bytes; k += 16, o += 48) {
             __m128i a = LD(r0 + k), b = LD(r1 + k), c = LD(r2 + k);
             for (int j = 0; j < 3; j++)

@@ -261,7 +261,7 @@ Test(cpu_convert, streamed_and_unaligned_outputs_match_reference, .timeout = TC_
 {
     char **files;
     size_t n = pngsuite(&files);
-    size_t tested = 0, computed = 0, computed_norm[2] = {0, 0};
+    size_t tested = 0, computed = 0, computed_norm[2] = {0, 0}, computed_rgb = 0;
     for (size_t i = 0; i < n; i++) {
         size_t sz;
         void *png = read_file(files[i], &sz);
@@ -307,6 +307,9 @@ Test(cpu_convert, streamed_and_unaligned_outputs_match_reference, .timeout = TC_
                             computed += fc.arith;
                             if (f.normalize) /* with channel scales / mean and std alone */
                                 computed_norm[f.scale[1] == 1.0f] += fc.arith;
+                            if (cv.out_channels == 3 && f.layout == L3GPU_HWC &&
+                                m.info.bit_depth <= 8) /* from the rows, in registers */
+                                computed_rgb += fc.arith;
                         } else {
                             fc.arith = 0; /* the gathers and tables */
                         }
@@ -347,6 +350,7 @@ Test(cpu_convert, streamed_and_unaligned_outputs_match_reference, .timeout = TC_
         /* both classes of normalisation (cpu_convert_arith.c, value8) */
         cr_assert_gt(computed_norm[0], 0, "no computed output with channel scales");
         cr_assert_gt(computed_norm[1], 0, "no computed output with mean/std alone");
+        cr_assert_gt(computed_rgb, 0, "no computed three-channel HWC output");
     }
 }
 
