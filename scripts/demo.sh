@@ -44,10 +44,10 @@ for pass in 1 2; do
 done
 
 echo "== decode one .l3 back and compare with its PNG, pixel for pixel"
-one=$(cd "$mnt" && find . -name '*.l3' -type f | sort | head -1)
+one=$(cd "$mnt" && find . -name '*.l3' -type f | sort | sed -n 1p)
 [ -n "$one" ] || { echo "demo: no PNG in $src became an .l3 file" >&2; exit 1; }
 rel=${one#./}; rel=${rel%.l3}
-png=$(cd "$src" && find "./$(dirname "$rel")" -maxdepth 1 -type f -iname "$(basename "$rel").png" | sort | head -1)
+png=$(cd "$src" && find "./$(dirname "$rel")" -maxdepth 1 -type f -iname "$(basename "$rel").png" | sort | sed -n 1p)
 "$l3" info "$mnt/$rel.l3"
 "$l3" verify "$mnt/$rel.l3" --against "$src/$png"
 "$l3" decode "$mnt/$rel.l3" "$out/demo-decoded.png"

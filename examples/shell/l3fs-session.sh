@@ -53,7 +53,7 @@ echo "== warm: l3fs warm $mnt -j $jobs"
 
 # 3. Read every file once, as a loader would (all from the cache now).
 echo "== read every file"
-num() { printf '%s' "$1" | grep -o "\"$2\": *[0-9.]*" | head -n 1 | sed 's/.*: *//'; }
+num() { printf '%s' "$1" | grep -o "\"$2\": *[0-9.]*" | sed -n 1p | sed 's/.*: *//'; }
 before=$(cat "$mnt/.l3fs/stats.json")
 start=$(date +%s.%N)
 files=0; bytes=0

@@ -10,6 +10,8 @@
 # .l3 read through the mount decodes to the PNG's pixels (`l3 verify --against`).
 # Environment (meson sets it): L3_SOURCE_ROOT, L3FS, L3 (the l3 CLI).
 # Exit status 77 (meson: skipped) when /dev/fuse is absent.
+# Output is matched with `grep -q PATTERN <<<"$out"`, never `printf | grep -q`: under
+# pipefail the writer can take SIGPIPE once grep has matched and quit, and the check fails.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=${L3_SOURCE_ROOT:-$here/../..}
@@ -48,11 +50,11 @@ check_mounted() { # what
 out=$(L3FS=$L3FS JOBS=2 "$here/l3fs-session.sh" "$src" "$mnt" --cache-dir "$tmp/cache1" 2>&1) \
     && ok "l3fs-session.sh exits 0" || bad "l3fs-session.sh failed: $out"
 printf '%s\n' "$out" | sed 's/^/    | /'
-printf '%s\n' "$out" | grep -q "warm: 7 files.*7 encoded now, 0 already cached, 0 errors" \
+grep -q "warm: 7 files.*7 encoded now, 0 already cached, 0 errors" <<<"$out" \
     && ok "warm encoded the 7 PNGs" || bad "warm summary missing or wrong"
-printf '%s\n' "$out" | grep -q "hit rate of .l3 opens, read pass *: 100.0% (7 hits, 0 misses)" \
+grep -q "hit rate of .l3 opens, read pass *: 100.0% (7 hits, 0 misses)" <<<"$out" \
     && ok "read pass after warm: 7 hits, 0 misses" || bad "read pass hit rate not 100% of 7"
-printf '%s\n' "$out" | grep -q "^9 files," && ok "read 9 files" || bad "file count"
+grep -q "^9 files," <<<"$out" && ok "read 9 files" || bad "file count"
 grep -q " $mnt " /proc/mounts && bad "still mounted after the script" || ok "unmounted by the script"
 
 if [ "$(id -u)" != 0 ]; then

@@ -117,7 +117,7 @@ grep -q "warn: no syslog .*mounted $src on $tmp/mc" "$tmp/cache3/l3fs.log" 2>/de
 # ---- keep_names ----
 "$L3FS" "$src" "$tmp/md" --cache-dir "$tmp/cache" -o keep_names,log_file="$tmp/d.log" || bad "mount d"
 names=$(cd "$tmp/md" && find . -type f | sort)
-echo "$names" | grep -q '\.l3$' && bad "keep_names shows .l3 names" || ok "keep_names: no .l3 names"
+grep -q '\.l3$' <<<"$names" && bad "keep_names shows .l3 names" || ok "keep_names: no .l3 names"
 [ "$(head -c 4 "$tmp/md/$png.png")" = L3IM ] && ok "keep_names: $png.png holds L3 bytes" ||
     bad "keep_names: $png.png is not L3"
 cmp -s "$tmp/md/$png.png" "$tmp/ma/$png.l3" && ok "keep_names: same bytes as $png.l3 elsewhere" ||
@@ -148,7 +148,7 @@ PY
 then ok "keep_names: Image.open gives the source pixels"; else bad "keep_names: Pillow"; fi
 out=$("$L3FS" warm "$tmp/md" 2>&1 | tail -1)
 echo "     $out"
-echo "$out" | grep -q "^warm: 7 files" && ok "warm finds the 7 PNGs of a keep_names mount" ||
+grep -q "^warm: 7 files" <<<"$out" && ok "warm finds the 7 PNGs of a keep_names mount" ||
     bad "warm on keep_names"
 
 echo "1..$n"

@@ -145,7 +145,8 @@ flags=$(pkg-config --cflags --libs "$lib")
 echo "pkg-config --cflags --libs $lib: $flags"
 consumer=$([ "$lib" = l3 ] && echo consumer || echo consumer_gpu)
 g++ -std=c++17 -Wall -Wextra -Werror -o "$work/$consumer" "$src/tests/install/$consumer.cpp" $flags
-readelf -d "$work/$consumer" | grep -q "NEEDED.*\[lib$lib.so.$major\]" ||
+dyn=$(readelf -d "$work/$consumer") # captured: `readelf | grep -q` can die of SIGPIPE under pipefail
+grep -q "NEEDED.*\[lib$lib.so.$major\]" <<<"$dyn" ||
     fail "$consumer does not load lib$lib.so.$major"
 # static: the archives themselves, then what `pkg-config --static` adds for them
 static_libs="$L/lib$lib.a"
@@ -153,7 +154,8 @@ static_libs="$L/lib$lib.a"
 g++ -std=c++17 -Wall -Wextra -Werror -o "$work/$consumer-static" "$src/tests/install/$consumer.cpp" \
     $(pkg-config --cflags "$lib") $static_libs \
     $(pkg-config --static --libs "$lib" | sed 's/-ll3gpu / /; s/-ll3 / /')
-! readelf -d "$work/$consumer-static" | grep -q "NEEDED.*libl3" || fail "static link still needs libl3*.so"
+dyn=$(readelf -d "$work/$consumer-static")
+! grep -q "NEEDED.*libl3" <<<"$dyn" || fail "static link still needs libl3*.so"
 
 # the sample images, encoded by the installed CLI
 n=0

@@ -130,7 +130,8 @@ sampler() {
 drop_caches() { sync; [ "$(id -u)" = 0 ] && echo 1 2>/dev/null > /proc/sys/vm/drop_caches; return 0; }
 stat_num() { "$TOOL" json "$1/.l3fs/stats.json" "$2"; }
 tree_sum() { (cd "$1" && find . -printf '%p %s %T@ %m %U %G\n' | sort | md5sum); }
-no_temp_files() { ! find "$1/objects" -name '.tmp-*' 2>/dev/null | grep -q .; }
+# (find's output is captured: under pipefail `find | grep -q .` fails when grep quits first)
+no_temp_files() { local t; t=$(find "$1/objects" -name '.tmp-*' 2>/dev/null); [ -z "$t" ]; }
 verify_cache() { # verify_cache DIR: every object checks out
     local out rc
     out=$("$L3FS" cache verify --cache-dir "$1" 2>&1); rc=$?
@@ -204,7 +205,7 @@ sc_load() {
     # RSS between two equal rounds: 16 MiB or 15% for allocator noise (ASan's
     # allocator and quarantine: 32 MiB or 25%; its leak check runs at exit)
     local allow=$(( r1 * 15 / 100 > 16384 ? r1 * 15 / 100 : 16384 ))
-    if ldd "$L3FS" 2>/dev/null | grep -q libasan; then
+    if grep -q libasan <<<"$(ldd "$L3FS" 2>/dev/null)"; then
         allow=$(( r1 / 4 > 32768 ? r1 / 4 : 32768 ))
     fi
     if [ "$(( r2 - r1 ))" -gt "$allow" ]; then
