@@ -485,14 +485,14 @@ static double median(double *v, int n)
  * largest k with P(Binomial(n, 1/2) < k) <= 2.5 %, the order statistics
  * between which the true median lies in at least 95 % of samples whatever the
  * distribution. Returns 0 and leaves *lo, *hi alone when n is too small for
- * one (n < 6). Pairs ratios are what it is for: whether "within 3 %" holds is
- * a question of where the interval lies, not of one median. */
+ * one (n < 6). It is for the pair ratios: whether "within 3 %" holds is a
+ * question of where the interval lies, not of one median. */
 static int median_ci95(const double *sorted, int n, double *lo, double *hi)
 {
-    double p = 1.0; /* P(X = 0) * 2^n, kept as a product to avoid 2^n */
+    double term = 1.0; /* P(X = j) = C(n, j) / 2^n, from P(X = 0) = 2^-n */
     for (int i = 0; i < n; i++)
-        p *= 0.5;
-    double cdf = 0, term = p; /* term = C(n, j) / 2^n */
+        term *= 0.5;
+    double cdf = 0;
     int k = 0;
     for (int j = 0; j < n; j++) {
         cdf += term; /* P(X <= j) */
