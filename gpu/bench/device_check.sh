@@ -117,7 +117,7 @@ cflags=(-O2 -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -fPIC -pthread -Wall
         -Icodec -Igpu -I"$b/gen" -I"$dc/include" -DXXH_INLINE_ALL -ffp-contract=off)
 srcs=()
 for f in codec/*.c; do
-    case $f in codec/png.c|codec/transcode.c) ;; *) srcs+=("$f") ;; esac  # the PNG side needs libpng
+    case $f in codec/png.c|codec/png_write.c|codec/transcode.c) ;; *) srcs+=("$f") ;; esac  # the PNG side needs libpng
 done
 srcs+=(gpu/*.c gpu/bench/devcheck_inputs.c gpu/bench/devcheck_cpu.c)  # the CPU batch decoder
 objs=()
