@@ -3,7 +3,6 @@
  * Prints per-call microseconds for l3cache_get (+ pread of the object) and
  * for open + fstat (+ pread) of the same object file. */
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,14 +17,6 @@ static double now(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static int rm_cb(const char *p, const struct stat *st, int f, struct FTW *w)
-{
-    (void)st;
-    (void)f;
-    (void)w;
-    return remove(p);
 }
 
 int main(int argc, char **argv)
@@ -94,6 +85,6 @@ int main(int argc, char **argv)
     free(buf);
     close(sfd);
     l3cache_close(c);
-    nftw(root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(root);
     return sink < 0;
 }

@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <pthread.h>
@@ -35,15 +34,6 @@ char cachedir[300];
 char mnt[300];
 int mounted;
 
-static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
-
 static void setup(void)
 {
     snprintf(root, sizeof(root), "/tmp/l3cache-test-XXXXXX");
@@ -59,7 +49,7 @@ static void teardown(void)
 {
     if (mounted)
         umount2(mnt, MNT_DETACH);
-    nftw(root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(root);
 }
 
 TestSuite(cache, .init = setup, .fini = teardown, .timeout = TC_TIMEOUT(120));
@@ -190,16 +180,6 @@ void object_path(const struct l3cache_key *key, char *buf, size_t size)
     snprintf(buf, size, "%s/%s", cachedir, rel);
 }
 
-void flip_byte(const char *path, off_t off)
-{
-    int fd = open(path, O_RDWR);
-    cr_assert_geq(fd, 0, "open %s", path);
-    uint8_t b;
-    cr_assert_eq(pread(fd, &b, 1, off), 1);
-    b ^= 0x10;
-    cr_assert_eq(pwrite(fd, &b, 1, off), 1);
-    close(fd);
-}
 
 int mount_tmpfs(const char *opts)
 {
@@ -217,12 +197,6 @@ l3cache *open_flags(unsigned flags, struct l3cache_internal *tweak)
     return open_with(&o, tweak);
 }
 
-uint64_t counter(l3cache *c, size_t offset)
-{
-    struct l3cache_stats s;
-    cr_assert_eq(l3cache_get_stats(c, &s), 0);
-    return *(const uint64_t *)((const char *)&s.instance + offset);
-}
 
 /* The path of the object a source is stored as. */
 void object_of(l3cache *c, const char *name, char *path, size_t size, uint64_t *len)

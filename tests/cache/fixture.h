@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cache_asserts.h" /* counter, COUNTER, flip_byte */
 #include "helpers.h"
 
 extern char root[256];     /* the test's temporary tree */
@@ -38,11 +39,7 @@ int count_names(const char *dir, const char *prefix, const char *suffix);
 void object_path(const struct l3cache_key *key, char *buf, size_t size);
 /* The path and size of the object a source is stored as. */
 void object_of(l3cache *c, const char *name, char *path, size_t size, uint64_t *len);
-void flip_byte(const char *path, off_t off);
 /* tmpfs with these options on mnt: 0 or -errno. */
 int mount_tmpfs(const char *opts);
-/* One counter of c's instance statistics. */
-uint64_t counter(l3cache *c, size_t offset);
-#define COUNTER(c, name) counter(c, offsetof(struct l3cache_counters, name))
 
 #endif

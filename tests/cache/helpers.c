@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <png.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,4 +187,18 @@ int get_fd(l3cache *c, int fd, struct l3cache_object *obj, int *l3_status_ret)
     if (r < 0)
         return r;
     return l3cache_get(c, fd, &src, 0, obj, l3_status_ret);
+}
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+void remove_tree(const char *dir)
+{
+    nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }

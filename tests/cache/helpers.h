@@ -41,5 +41,7 @@ int get_fd(l3cache *c, int fd, struct l3cache_object *obj, int *l3_status_ret);
 long read_fd(int fd, uint8_t **buf_ret);
 /* Expected object bytes for a source file under the fake codec. */
 int fake_expected(const char *path, uint8_t **buf_ret, size_t *size_ret);
+/* Removes dir and everything under it (no symlink followed); best effort. */
+void remove_tree(const char *dir);
 
 #endif

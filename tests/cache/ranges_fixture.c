@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,13 +22,6 @@
 char root[256], srcdir[300], cachedir[300];
 struct fake_codec fc;
 
-static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    remove(path);
-    return 0;
-}
-
 static void setup(void)
 {
     snprintf(root, sizeof root, "/tmp/l3cache-ranges-XXXXXX");
@@ -41,7 +33,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    nftw(root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(root);
 }
 
 TestSuite(ranges, .init = setup, .fini = teardown, .timeout = TC_TIMEOUT(120));
@@ -64,12 +56,6 @@ l3cache *open_cache(void)
     return open_cache_budget(0);
 }
 
-uint64_t counter(l3cache *c, size_t offset)
-{
-    struct l3cache_stats s;
-    cr_assert_eq(l3cache_get_stats(c, &s), 0);
-    return *(const uint64_t *)((const char *)&s.instance + offset);
-}
 
 void get_obj(l3cache *c, const char *name, unsigned w, unsigned h, struct obj *ob)
 {
@@ -95,17 +81,6 @@ void put_obj(struct obj *ob)
     free(ob->want);
 }
 
-void flip_byte(const char *path, off_t off)
-{
-    int fd = open(path, O_RDWR);
-    cr_assert_geq(fd, 0);
-    uint8_t b;
-    cr_assert_eq(pread(fd, &b, 1, off), 1);
-    b ^= 0x10;
-    cr_assert_eq(pwrite(fd, &b, 1, off), 1);
-    cr_assert_eq(fdatasync(fd), 0);
-    close(fd);
-}
 
 void drop_pages(int fd)
 {

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "handle.h"
+#include "cache_asserts.h" /* counter, COUNTER, flip_byte */
 #include "helpers.h"
 
 #define XATTR "user.l3cache.ranges"
@@ -34,17 +35,11 @@ l3cache *open_cache_budget(uint64_t buffer_budget);
 
 l3cache *open_cache(void);
 
-/* One counter of c's instance statistics (COUNTER(c, name)). */
-uint64_t counter(l3cache *c, size_t offset);
-
 /* A w x h source made and got from c: the object, its path and the bytes it
  * must hold (put_obj releases them). */
 void get_obj(l3cache *c, const char *name, unsigned w, unsigned h, struct obj *ob);
 
 void put_obj(struct obj *ob);
-
-/* Rot: one byte of the file changed in place. */
-void flip_byte(const char *path, off_t off);
 
 /* The file's pages out of the page cache. */
 void drop_pages(int fd);
@@ -62,7 +57,5 @@ int reader_ok(l3cache_reader *rd, const struct obj *ob, struct l3cache_scratch *
 
 /* How many mappings of fd's file this process holds (/proc/self/maps). */
 int mappings_of(int fd);
-
-#define COUNTER(c, name) counter(c, offsetof(struct l3cache_counters, name))
 
 #endif
