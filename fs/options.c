@@ -1,5 +1,6 @@
 /* options.c — the l3fs command line: `--name value`, `--name=value` and
- * `-o name=value` for every l3fs option; other -o options go to libfuse. */
+ * `-o name=value` for every l3fs option; other -o options go to libfuse
+ * (which of those are known: mount_opts.c; the help text: usage.c). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 
 #include "l3cache.h"
 #include "l3fs.h"
+#include "mount_opts.h"
 
 int l3fs_parse_log_level(const char *s)
 {
@@ -23,64 +25,6 @@ int l3fs_parse_log_level(const char *s)
     return -1;
 }
 
-void l3fs_usage(const char *prog, int full)
-{
-    FILE *out = full ? stdout : stderr;
-    const char *base = strrchr(prog, '/');
-    prog = base ? base + 1 : prog; /* the command's name, as the man page shows it */
-    fprintf(out,
-            "usage: %s SOURCE MOUNTPOINT [options]\n"
-            "       %s stats MOUNTPOINT\n"
-            "       %s warm MOUNTPOINT [PATH] [-j N]\n"
-            "       %s cache stats|verify|gc|clear --cache-dir DIR\n",
-            prog, prog, prog, prog);
-    if (!full) {
-        fprintf(out, "Try '%s --help' for the options.\n", prog);
-        return;
-    }
-    fprintf(out,
-            "\nShows the PNG tree SOURCE at MOUNTPOINT with every PNG as NAME.l3,\n"
-            "encoded on first access and kept in a content-addressed cache.\n"
-            "\nOptions (each also as -o name=value, with '_' for '-'):\n"
-            "  --cache-dir DIR       cache directory (default $XDG_CACHE_HOME/l3fs,\n"
-            "                        /var/cache/l3fs for root)\n"
-            "  --cache-size SIZE     cap on cached objects: 50G, 512M, 10%% (default: none)\n"
-            "  --exclude GLOB        keep matching PNGs as PNG (repeatable); a glob with '/'\n"
-            "                        matches the path under SOURCE, else the file name\n"
-            "  --jobs N, --threads N\n"
-            "                        encodes running at once (default: number of CPUs)\n"
-            "  --encode-threads N    threads inside one encode (default: number of CPUs)\n"
-            "  --effort E            encoder effort: -1 fastest first access (no LZ\n"
-            "                        planes), 0 default, 2 smallest files, slow\n"
-            "  --max-threads N       FUSE request threads (default 64)\n"
-            "  --max-pixels N        larger images are not encoded (EIO); default 256M\n"
-            "  --max-memory SIZE     memory one encode may use (default 4G)\n"
-            "  --timeout SEC         kernel entry/attribute timeout of .l3 files (default 10)\n"
-            "  --dir-timeout SEC     the same for directories and other files (default 1)\n"
-            "  --no-watch            no inotify: source changes show after the timeouts only\n"
-            "  --keep-names          show an encoded PNG under its own name (x.png holds L3\n"
-            "                        bytes) instead of x.l3, for loaders with *.png globs;\n"
-            "                        tools that trust the extension then misread it\n"
-            "  --no-verify           serve cache objects after a header check only (for\n"
-            "                        storage that checks itself); default: every read\n"
-            "                        checked on the checksums of the chunks it touches\n"
-            "                        (older objects: whole, when new, changed or uncached)\n"
-            "  --cache-shared        the cache directory is shared between users: made\n"
-            "                        0755, objects 0644, files not readable by everyone\n"
-            "                        kept out of it (default: private, 0700)\n"
-            "  --fsync none|object|all  cache durability policy (default object)\n"
-            "  --log-level LEVEL     error, warn, info, debug (default warn)\n"
-            "  --log-file FILE       append log lines to FILE (in the foreground too)\n"
-            "  --syslog              log to syslog (default in the background; without\n"
-            "                        /dev/log: CACHE_DIR/l3fs.log, said at start)\n"
-            "  -f                    stay in the foreground\n"
-            "  -d                    trace FUSE requests (implies -f, log level debug)\n"
-            "  -s                    single-threaded request loop\n"
-            "  -o OPT[,OPT...]       the above, or FUSE/mount options: allow_other,\n"
-            "                        default_permissions, ro, fsname=, ...\n"
-            "  -h, --help            this text\n"
-            "  -V, --version         print the version\n");
-}
 
 static unsigned ncpu(void)
 {
@@ -299,124 +243,6 @@ static int apply(struct l3fs_options *o, const char *name, const char *v)
     return 1;
 }
 
-/* Options a mount helper or fstab may hand over that mean nothing here. */
-static int ignored_mount_opt(const char *name)
-{
-    static const char *const ign[] = {"defaults", "auto", "noauto", "nofail", "_netdev",
-                                      "user", "users", "nouser", "owner", "group", "comment",
-                                      NULL};
-    for (int i = 0; ign[i]; i++)
-        if (!strcmp(name, ign[i]))
-            return 1;
-    return strncmp(name, "x-", 2) == 0 || strncmp(name, "comment=", 8) == 0;
-}
-
-/* The FUSE and kernel mount options a low-level libfuse 3 session accepts
- * (fuse_session_new + fuse_session_mount); "=" ends a valued one. Anything
- * else in -o is a typo, refused here in one line instead of by libfuse. */
-static const char *const fuse_known[] = {
-    "allow_other", "allow_root", "default_permissions", "auto_unmount", "blkdev", "blksize=",
-    "fsname=", "subtype=", "max_read=", "context=", "fscontext=", "defcontext=",
-    "rootcontext=", "debug", "rw", "ro", "suid", "nosuid", "dev", "nodev", "exec", "noexec",
-    "async", "sync", "dirsync", "atime", "noatime", "diratime", "nodiratime", "lazytime",
-    "nolazytime", "relatime", "norelatime", "strictatime", "nostrictatime", NULL};
-
-/* l3fs's own -o names (as written in -o: '_' for '-'), for suggestions. */
-static const char *const l3fs_flags[] = {"syslog", "no_watch", "keep_names", "no_verify", "cache_shared", NULL};
-
-static int fuse_opt_known(const char *item)
-{
-    const char *eq = strchr(item, '=');
-    size_t n = eq ? (size_t)(eq - item) : strlen(item);
-    for (int i = 0; fuse_known[i]; i++) {
-        size_t k = strlen(fuse_known[i]);
-        int valued_opt = fuse_known[i][k - 1] == '=';
-        if (valued_opt ? (eq && n == k - 1 && !strncmp(item, fuse_known[i], n))
-                       : (!eq && n == k && !strcmp(item, fuse_known[i])))
-            return 1;
-    }
-    return 0;
-}
-
-/* Edit distance of a[0..n) and b, capped at 3 (enough for suggestions). */
-static int distance(const char *a, size_t n, const char *b)
-{
-    size_t m = strlen(b);
-    if (n > 63 || m > 63)
-        return 3;
-    int row[64];
-    for (size_t j = 0; j <= m; j++)
-        row[j] = (int)j;
-    for (size_t i = 1; i <= n; i++) {
-        int diag = row[0];
-        row[0] = (int)i;
-        for (size_t j = 1; j <= m; j++) {
-            int up = row[j];
-            int cost = a[i - 1] == b[j - 1] ? 0 : 1;
-            int v = diag + cost;
-            if (row[j] + 1 < v)
-                v = row[j] + 1;
-            if (row[j - 1] + 1 < v)
-                v = row[j - 1] + 1;
-            row[j] = v;
-            diag = up;
-        }
-    }
-    return row[m] < 3 ? row[m] : 3;
-}
-
-/* One line for an unknown -o item, with the closest known name. */
-static void unknown_o(const char *item)
-{
-    const char *eq = strchr(item, '=');
-    size_t n = eq ? (size_t)(eq - item) : strlen(item);
-    const char *best = NULL;
-    int bd = 3;
-    char cand[64];
-    for (int i = 0; valued[i]; i++) {
-        snprintf(cand, sizeof cand, "%s", valued[i]);
-        for (char *c = cand; *c; c++)
-            if (*c == '-')
-                *c = '_';
-        int dd = distance(item, n, cand);
-        if (dd < bd) {
-            bd = dd;
-            best = valued[i];
-        }
-    }
-    for (int i = 0; l3fs_flags[i]; i++) {
-        int dd = distance(item, n, l3fs_flags[i]);
-        if (dd < bd) {
-            bd = dd;
-            best = l3fs_flags[i];
-        }
-    }
-    for (int i = 0; fuse_known[i]; i++) {
-        size_t k = strlen(fuse_known[i]);
-        snprintf(cand, sizeof cand, "%.*s", (int)(fuse_known[i][k - 1] == '=' ? k - 1 : k),
-                 fuse_known[i]);
-        int dd = distance(item, n, cand);
-        if (dd < bd) {
-            bd = dd;
-            best = fuse_known[i];
-        }
-    }
-    if (best) {
-        char shown[64];
-        snprintf(shown, sizeof shown, "%s", best);
-        for (char *c = shown; *c; c++)
-            if (*c == '-')
-                *c = '_';
-        size_t k = strlen(shown);
-        if (k && shown[k - 1] == '=')
-            shown[k - 1] = '\0';
-        fprintf(stderr, "l3fs: unknown mount option '%s' (did you mean '%s'?); "
-                        "'l3fs --help' lists the options\n", item, shown);
-    } else {
-        fprintf(stderr, "l3fs: unknown mount option '%s'; 'l3fs --help' lists the options\n",
-                item);
-    }
-}
 
 /* One -o list: "a,b=c,exclude=*.x\,y" (backslash escapes a comma). */
 static int apply_o_list(struct l3fs_options *o, const char *list)
@@ -454,10 +280,10 @@ static int apply_o_list(struct l3fs_options *o, const char *list)
                 continue;
             }
         }
-        if (ignored_mount_opt(item))
+        if (l3fs_mount_opt_ignored(item))
             continue;
-        if (!fuse_opt_known(item)) {
-            unknown_o(item);
+        if (!l3fs_fuse_opt_known(item)) {
+            l3fs_mount_opt_unknown(item, valued);
             r = -EINVAL;
             break;
         }
