@@ -101,12 +101,14 @@ int l3cv_fast_prepare(const struct l3cv_image *im, size_t stream_min, struct l3c
 /* SIMD steps (cpu_convert_simd.c). l3cv_simd_level: what this CPU runs (0
  * none, 1 AVX2, 2 AVX-512 F/BW/VL, 3 that and VBMI). l3cv_row_simd: one row of channel c (w a
  * multiple of 16 samples) through fc's table into dst, at fc->simd >= 1;
- * with `stream`, non-temporal stores (dst 32-byte aligned, 16 for uint8).
+ * with `stream`, non-temporal stores (dst 32-byte aligned, 16 for uint8 and
+ * for computed outputs, fc->arith).
  * l3cv_interleave_simd: C rows of w elements of es bytes (1, 2, 4; w * es a
  * multiple of 16) into w interleaved pixels at dst. l3cv_hwc_simd: w pixels
  * of C interleaved 8-bit samples (ilv; w a multiple of 16) through fc's
  * tables into w HWC pixels at dst; with `stream`, non-temporal stores when
- * dst is aligned to 16 elements (plain stores otherwise). */
+ * dst is aligned to 16 elements (computed outputs: to 16 bytes; plain
+ * stores otherwise). */
 int l3cv_simd_level(void);
 /* Byte shuffles that place element k of 16-byte block j of C=3 output from
  * channel row c: [element size 1, 2, 4][block][channel][k] (-128: none). */
