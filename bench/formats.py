@@ -118,7 +118,7 @@ def main():
                 best_wall[name][i] = min(best_wall[name][i], w1 - w0)
     load.append(os.getloadavg()[0])
     ref = sum(best_cpu[rows[0][0]])
-    res = {"files": len(bufs), "megapixels": px / 1e6, "rounds": args.rounds,
+    res = {"files": len(bufs), "names": [os.path.basename(f) for f in files],
            "loadavg": load, "rows": []}
     print(f"{len(bufs)} images, {px / 1e6:.1f} Mpixel, best of {args.rounds} rounds per "
           f"image, one thread; load average {load[0]:.2f} -> {load[1]:.2f}")
@@ -127,7 +127,8 @@ def main():
     for name, _, _ in rows:
         c, w = sum(best_cpu[name]), sum(best_wall[name])
         print(f"| {name} | {len(bufs) / c:.1f} | {len(bufs) / w:.1f} | {ref / c:.2f} |")
-        res["rows"].append({"format": name, "cpu_s": c, "wall_s": w, "vs_hwc": ref / c})
+        res["rows"].append({"format": name, "cpu_s": c, "wall_s": w, "vs_hwc": ref / c,
+                            "cpu_s_per_image": best_cpu[name]})
     worst = min(r["vs_hwc"] for r in res["rows"][1:])
     print(f"worst format: {worst:.2f} of HWC u8 (target >= 0.87)")
     if args.json:

@@ -49,6 +49,8 @@ struct l3cv_fast {
     uint8_t stream;              /* large output: rows go out with non-temporal stores */
     uint8_t simd;                /* l3cv_simd_level(): 0 portable, 1 AVX2, 2 AVX-512,
                                     3 AVX-512 VBMI */
+    uint8_t whole_lines;         /* l3cv_whole_lines(): computed rows stream only
+                                    when they start on a 64-byte line */
     union {
         uint8_t u8[4][256];
         uint16_t u16[4][256]; /* uint16 and float16 bits */
@@ -110,6 +112,13 @@ int l3cv_fast_prepare(const struct l3cv_image *im, size_t stream_min, struct l3c
  * dst is aligned to 16 elements (computed outputs: to 16 bytes; plain
  * stores otherwise). */
 int l3cv_simd_level(void);
+/* 1 where a streamed part of a 64-byte line costs a memory round trip of
+ * its own (measured on AMD Zen 4: NCHW uint16 of a 3640x2400 RGBA image, 3
+ * plane rows in 4 off a line, 15.9 ms streamed against 8.8 ms stored):
+ * computed CHW rows that start off a line are then stored, their lines
+ * asked for ahead. 0 on AMD family 1Ah (Zen 5), where the same rows
+ * streamed in 16-byte halves measured 5.2 ms against 5.3 for HWC uint8. */
+int l3cv_whole_lines(void);
 /* Byte shuffles that place element k of 16-byte block j of C=3 output from
  * channel row c: [element size 1, 2, 4][block][channel][k] (-128: none). */
 extern const int8_t l3cv_shuf3[3][3][3][16];

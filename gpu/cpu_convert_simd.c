@@ -19,6 +19,7 @@
 #include "cpu_convert.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
 #include <immintrin.h>
 
 #define AVX2 __attribute__((target("avx2")))
@@ -32,6 +33,19 @@ int l3cv_simd_level(void)
         __builtin_cpu_supports("avx512vl"))
         return __builtin_cpu_supports("avx512vbmi") ? 3 : 2;
     return 1;
+}
+
+int l3cv_whole_lines(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u) /* "Auth"enticAMD */
+        return 1;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return 1;
+    unsigned family = (a >> 8) & 15u;
+    if (family == 15u)
+        family += (a >> 20) & 255u;
+    return family < 0x1Au;
 }
 
 /* ---------------- lookups ---------------- */
@@ -344,6 +358,11 @@ AVX2 void l3cv_interleave_simd(const void *const rows[4], unsigned C, size_t es,
 int l3cv_simd_level(void)
 {
     return 0;
+}
+
+int l3cv_whole_lines(void)
+{
+    return 1;
 }
 
 void l3cv_row_simd(const struct l3cv_fast *fc, unsigned c, const uint8_t *u, uint32_t w,

@@ -289,12 +289,14 @@ Test(cpu_convert, streamed_and_unaligned_outputs_match_reference, .timeout = TC_
                 uint8_t *base = (uint8_t *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
                 /* output at a line, one element past it, one short of 16, at 16 (not 32) */
                 const size_t shifts[4] = {0, es, 16 - es, 16};
-                for (int variant = 0; variant < 14; variant++)
+                for (int variant = 0; variant < 21; variant++)
                     for (int si = 0; si < 4; si++) {
                         /* plain / streamed stores x lookups at level 0-3 (portable,
                          * AVX2, AVX-512, AVX-512 VBMI: kind 0-3) / computed outputs at
-                         * level 1-3 (kind 4-6) */
-                        int stream = variant & 1, kind = variant >> 1;
+                         * level 1-3 (kind 4-6); variants 14-20: streamed again with
+                         * the other choice of l3cv_whole_lines() */
+                        int stream = variant >= 14 || (variant & 1);
+                        int kind = variant >= 14 ? variant - 14 : variant >> 1;
                         int level = kind >= 4 ? kind - 3 : kind;
                         if (level > l3cv_simd_level())
                             continue;
@@ -302,6 +304,8 @@ Test(cpu_convert, streamed_and_unaligned_outputs_match_reference, .timeout = TC_
                         struct l3cv_fast fc;
                         cr_assert_eq(l3cv_fast_prepare(&cv, stream ? 0 : SIZE_MAX, &fc), 0);
                         fc.simd = (uint8_t)level;
+                        if (variant >= 14)
+                            fc.whole_lines = (uint8_t)!fc.whole_lines;
                         if (kind >= 4) {
                             l3cv_arith_prepare(&fc);
                             computed += fc.arith;
@@ -326,10 +330,10 @@ Test(cpu_convert, streamed_and_unaligned_outputs_match_reference, .timeout = TC_
                             "AVX2 computed",     "AVX-512 computed",
                             "AVX-512 VBMI computed"};
                         cr_assert(!memcmp(out, ref, bytes),
-                                  "%s -> %s, %s stores, %s lookups, output %zu bytes past a "
-                                  "line: differs from the reference",
-                                  m.name, name, stream ? "streamed" : "plain", kinds[kind],
-                                  shift);
+                                  "%s -> %s, %s stores (whole lines %d), %s lookups, output "
+                                  "%zu bytes past a line: differs from the reference",
+                                  m.name, name, stream ? "streamed" : "plain", fc.whole_lines,
+                                  kinds[kind], shift);
                         tested++;
                     }
                 free(mem);
