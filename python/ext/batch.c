@@ -4,9 +4,7 @@
  * in share.c, the decoders that fill it in decode_batch.c and cuda.c. */
 #include "l3py.h"
 
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 BatchObject *l3py_batch_new(int device, int dtype, Py_ssize_t n, const uint32_t shape[3],
                             size_t nbytes)
@@ -40,55 +38,13 @@ BatchObject *l3py_batch_new(int device, int dtype, Py_ssize_t n, const uint32_t 
     return b;
 }
 
-/* The memory of the last large CPU batch freed, kept for the next one: a
- * batch loop would otherwise take a page fault (and the kernel's zeroing)
- * on every 4 KiB or 2 MiB page of every batch -- measured 3.7 ms of a
- * 2048x1024 float32 decode that takes 9.6 ms without them. One block, so at
- * most one batch's worth of memory stays held; the GIL guards it. */
-static void *g_spare;
-static size_t g_spare_size;
-#define SPARE_MIN ((size_t)1 << 20)
-
-static void release_host(void *mem, size_t nbytes)
-{
-    if (nbytes < SPARE_MIN) {
-        free(mem);
-        return;
-    }
-    if (g_spare) { /* keep the larger one */
-        if (g_spare_size >= nbytes) {
-            free(mem);
-            return;
-        }
-        free(g_spare);
-    }
-    g_spare = mem;
-    g_spare_size = nbytes;
-}
-
 int l3py_batch_alloc_host(BatchObject *b)
 {
-    void *mem = NULL;
-    if (g_spare && g_spare_size >= b->nbytes && g_spare_size / 2 <= b->nbytes) {
-        b->data = g_spare;
-        b->nbytes_held = g_spare_size;
-        g_spare = NULL;
-        g_spare_size = 0;
-        return 0;
-    }
-    /* a large batch is 2 MiB aligned and asks for transparent huge pages:
-     * the decoders then take a few hundred page faults on first touch
-     * instead of one per 4 KiB (about 10% of a CPU batch decode) */
-    size_t huge = (size_t)2 << 20;
-    size_t align = b->nbytes >= 2 * huge ? huge : 256;
-    if (posix_memalign(&mem, align, b->nbytes ? b->nbytes : 1)) {
+    b->data = l3py_hostmem_get(b->nbytes, &b->nbytes_held);
+    if (!b->data) {
         PyErr_NoMemory();
         return -1;
     }
-    if (align == huge)
-        (void)madvise(mem, b->nbytes, MADV_HUGEPAGE); /* advice only */
-    b->data = mem;
-    b->nbytes_held = b->nbytes;
     return 0;
 }
 
@@ -131,7 +87,7 @@ static void Batch_dealloc(BatchObject *self)
     if (self->device >= 0)
         l3py_cuda_release(self); /* finishes it, frees pool memory in stream order */
     else if (self->data && !self->out)
-        release_host(self->data, self->nbytes_held);
+        l3py_hostmem_put(self->data, self->nbytes_held);
     if (self->out) { /* the caller's memory: give it back */
         l3py_out_release(self->out);
         PyMem_Free(self->out);

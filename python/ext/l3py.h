@@ -5,6 +5,8 @@
  *   args.c          keyword parsing shared by the decoders (threads, device, dtype, format)
  *   codec.c         one image through libl3: l3.info, l3.decode, l3.encode (CPU)
  *   batch.c         the l3.Batch object: its buffer, numpy/CUDA array interfaces, repr
+ *   hostmem.c       host memory of CPU batches: freed blocks kept for the next batches,
+ *                   l3.batch_memory
  *   dlpack.c        DLPack export of a Batch (__dlpack__, __dlpack_device__)
  *   share.c         buffer protocol and pickling of CPU batches
  *   decode_batch.c  l3.decode_batch: inputs, output shape, statuses, the CPU batch path
@@ -131,6 +133,15 @@ BatchObject *l3py_batch_new(int device, int dtype, Py_ssize_t n, const uint32_t 
 /* Host memory for a CPU batch (2 MiB aligned, huge pages advised when large;
  * the last freed large batch's memory is reused when it fits). */
 int l3py_batch_alloc_host(BatchObject *b);
+
+/* hostmem.c (the GIL held): a block of at least NBYTES, perhaps a kept one
+ * of up to twice that (*size_ret: its size, for l3py_hostmem_put); NULL when
+ * out of memory. put keeps or frees a block got from get. */
+#define L3PY_POOL_BLOCKS 16
+#define L3PY_POOL_DEFAULT_LIMIT ((size_t)512 << 20)
+void *l3py_hostmem_get(size_t nbytes, size_t *size_ret);
+void l3py_hostmem_put(void *mem, size_t size);
+PyObject *l3py_batch_memory(PyObject *self, PyObject *args, PyObject *kw);
 /* Fills .status and .errors from per-image statuses; returns the number failed, or -1. */
 int l3py_batch_set_status(BatchObject *b, const int *status);
 /* A CUDA batch's statuses are known only once it is finished: finishes it

@@ -11,6 +11,8 @@ Functions (the C extension ``l3._l3``, re-exported here):
   images of one shape into one tensor, an ``l3.Batch`` (DLPack, zero copy).
 - ``decode_list(bufs, *, layout='HWC', dtype=None, ...)``: N images of any sizes
   into a list of arrays.
+- ``batch_memory(limit=None)``: the host memory kept for the next CPU batches
+  (freed batches' blocks, reused without page faults) and its limit.
 - ``cuda_available()``; ``built_with_cuda``; ``__version__``.
 - ``register_pillow()``: the Pillow plugin (``l3.pillow``), registered by
   ``import l3`` already when Pillow is importable: ``PIL.Image.open`` then reads
@@ -25,6 +27,7 @@ from ._l3 import (  # noqa: F401
     DecodeWarning,
     Error,
     __version__,
+    batch_memory,
     built_with_cuda,
     cuda_available,
     decode,
@@ -38,6 +41,7 @@ __all__ = [
     "Batch",
     "DecodeWarning",
     "Error",
+    "batch_memory",
     "built_with_cuda",
     "cuda_available",
     "decode",

@@ -201,6 +201,125 @@ class DecodeOptions(unittest.TestCase):
             l3.decode(buf, channels=2)
 
 
+class BatchMemory(unittest.TestCase):
+    """Freed CPU batches' memory kept for the next batches: l3.batch_memory."""
+
+    def setUp(self):
+        self.default = l3.batch_memory()["limit"]
+        l3.batch_memory(limit=0)  # nothing kept from earlier tests
+        l3.batch_memory(limit=self.default)
+        self.imgs = [image(256, 256, 3) for _ in range(2)]
+        self.bufs = [l3.encode(a) for a in self.imgs]
+        self.one = 256 * 256 * 3 * 4  # bytes of one image as float32
+
+    def tearDown(self):
+        l3.batch_memory(limit=self.default)
+
+    def decode(self, bufs, n=1, **kw):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", l3.DecodeWarning)
+            return l3.decode_batch(list(bufs) * n, layout="NHWC", **kw)
+
+    def test_default_and_bad_limits(self):
+        m = l3.batch_memory()
+        self.assertEqual(set(m), {"held", "blocks", "limit", "max_blocks", "hits", "misses"})
+        self.assertEqual(m["limit"], 512 << 20)
+        self.assertEqual(m["max_blocks"], 16)
+        with self.assertRaises(ValueError):
+            l3.batch_memory(limit=-1)
+        with self.assertRaises(TypeError):
+            l3.batch_memory(limit="1G")
+        with self.assertRaises(OverflowError):
+            l3.batch_memory(limit=1 << 80)
+        self.assertEqual(l3.batch_memory()["limit"], 512 << 20)
+
+    def test_a_kept_block_is_reused_and_all_of_it_rewritten(self):
+        l3.batch_memory(limit=0)
+        want = self.decode(self.bufs, dtype="float32").numpy().copy()
+        want16 = self.decode(self.bufs, dtype="float16").numpy().copy()
+        l3.batch_memory(limit=self.default)
+        b = self.decode(self.bufs, dtype="float32", mean=(9, 9, 9), std=(2, 2, 2))
+        self.assertEqual(b.numpy().nbytes, 2 * self.one)
+        ptr = b.data_ptr
+        del b
+        m = l3.batch_memory()
+        self.assertEqual((m["blocks"], m["held"]), (1, 2 * self.one))
+        # the same block for a batch whose second image fails: that slot is zeros,
+        # not the floats left in the block
+        c = self.decode([self.bufs[0], b"junk"], dtype="float32")
+        self.assertEqual(c.data_ptr, ptr)
+        self.assertEqual(l3.batch_memory()["hits"], m["hits"] + 1)
+        self.assertEqual(c.status, [0, 4])
+        self.assertTrue(np.array_equal(c.numpy()[0], want[0]))
+        self.assertFalse(c.numpy()[1].any())
+        del c
+        # a batch half the block's size takes it too, and sees only its own bytes
+        d = self.decode(self.bufs, dtype="float16")
+        self.assertEqual(d.data_ptr, ptr)
+        self.assertEqual(d.numpy().nbytes, self.one)
+        self.assertEqual(memoryview(d).nbytes, self.one)
+        self.assertTrue(np.array_equal(d.numpy(), want16))
+        del d
+        # a smaller one does not: it gets memory of its own
+        m = l3.batch_memory()
+        e = self.decode(self.bufs[:1], dtype="float16")  # a quarter of the block
+        self.assertNotEqual(e.data_ptr, ptr)
+        self.assertEqual(l3.batch_memory()["hits"], m["hits"])
+        self.assertEqual(l3.batch_memory()["blocks"], 1)
+
+    def test_blocks_and_bytes_are_bounded_least_recently_freed_first(self):
+        l3.batch_memory(limit=0)
+        l3.batch_memory(limit=self.default)
+        batches = [self.decode(self.bufs[:1], n, dtype="float32") for n in range(3, 23)]
+        sizes = [b.numpy().nbytes for b in batches]
+        self.assertEqual(l3.batch_memory()["blocks"], 0)
+        while batches:
+            batches.pop(0)  # freed in order: n = 3 first
+        m = l3.batch_memory()
+        self.assertEqual(m["blocks"], 16)
+        self.assertEqual(m["held"], sum(sizes[-16:]))
+        m = l3.batch_memory(limit=sum(sizes[-3:]))
+        self.assertEqual((m["blocks"], m["held"]), (3, sum(sizes[-3:])))
+        # a batch larger than the limit is freed, not kept
+        b = self.decode(self.bufs, 40, dtype="float32")  # 80 images, above the limit
+        del b
+        self.assertEqual(l3.batch_memory()["held"], sum(sizes[-3:]))
+        # under 1 MiB nothing is kept
+        l3.batch_memory(limit=self.default)
+        b = self.decode(self.bufs[:1], dtype="uint8")
+        del b
+        self.assertEqual(l3.batch_memory()["held"], sum(sizes[-3:]))
+        m = l3.batch_memory(limit=0)
+        self.assertEqual((m["blocks"], m["held"]), (0, 0))
+        b = self.decode(self.bufs, 4, dtype="float32")
+        del b
+        self.assertEqual(l3.batch_memory()["blocks"], 0)
+
+    @unittest.skipUnless(hasattr(os, "fork"), "needs fork()")
+    def test_a_forked_child_starts_with_nothing_kept(self):
+        b = self.decode(self.bufs, 4, dtype="float32")
+        del b
+        self.assertEqual(l3.batch_memory()["blocks"], 1)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report, then decode into memory of its own
+            try:
+                m0 = l3.batch_memory()
+                b = self.decode(self.bufs, 4, dtype="float32")
+                ok = np.array_equal(b.numpy()[4:6], self.decode(self.bufs, dtype="float32").numpy())
+                del b
+                m1 = l3.batch_memory()
+                os.write(w, repr((m0["blocks"], m0["held"], m1["blocks"], ok)).encode())
+            finally:
+                os._exit(0)
+        os.close(w)
+        got = os.read(r, 200)
+        os.close(r)
+        os.waitpid(pid, 0)
+        self.assertEqual(ast.literal_eval(got.decode()), (0, 0, 2, True))  # its own two
+        self.assertEqual(l3.batch_memory()["blocks"], 1)  # the parent's are still kept
+
+
 if __name__ == "__main__":
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
     import tap  # noqa: E402 - each case in TAP, skips with their reasons
