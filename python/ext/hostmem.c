@@ -37,26 +37,13 @@ static struct {
     pid_t pid; /* the process the blocks belong to */
 } pool = {.limit = L3PY_POOL_DEFAULT_LIMIT};
 
-/* In a forked child the kept blocks are the parent's pages, shared
- * copy-on-write: every first write to one would fault and copy a page, dearer
- * than a fresh one. The child frees its copies and starts its own pool. */
-static void check_fork(void)
+/* takes kept block i out of the pool and returns its memory */
+static void *take(int i)
 {
-    pid_t pid = getpid();
-    if (pool.pid == pid)
-        return;
-    for (int i = 0; i < pool.n; i++)
-        free(pool.b[i].mem);
-    pool.n = 0;
-    pool.held = 0;
-    pool.pid = pid;
-}
-
-static void drop(int i)
-{
-    free(pool.b[i].mem);
+    void *mem = pool.b[i].mem;
     pool.held -= pool.b[i].size;
     pool.b[i] = pool.b[--pool.n];
+    return mem;
 }
 
 /* gives back the least recently freed blocks until at most `limit` bytes
@@ -68,8 +55,20 @@ static void trim(size_t limit, int blocks)
         for (int i = 1; i < pool.n; i++)
             if (pool.b[i].freed < pool.b[old].freed)
                 old = i;
-        drop(old);
+        free(take(old));
     }
+}
+
+/* In a forked child the kept blocks are the parent's pages, shared
+ * copy-on-write: every first write to one would fault and copy a page, dearer
+ * than a fresh one. The child frees its copies and starts its own pool. */
+static void check_fork(void)
+{
+    pid_t pid = getpid();
+    if (pool.pid == pid)
+        return;
+    trim(0, 0);
+    pool.pid = pid;
 }
 
 void *l3py_hostmem_get(size_t nbytes, size_t *size_ret)
@@ -82,12 +81,9 @@ void *l3py_hostmem_get(size_t nbytes, size_t *size_ret)
             best = i;
     }
     if (best >= 0) {
-        void *mem = pool.b[best].mem;
         *size_ret = pool.b[best].size;
-        pool.held -= pool.b[best].size;
-        pool.b[best] = pool.b[--pool.n];
         pool.hits++;
-        return mem;
+        return take(best);
     }
     if (nbytes >= POOL_MIN)
         pool.misses++;

@@ -130,8 +130,8 @@ extern PyTypeObject l3py_batch_type;
 /* A new batch of shape (n, shape[0..2]) without memory (data NULL), or NULL. */
 BatchObject *l3py_batch_new(int device, int dtype, Py_ssize_t n, const uint32_t shape[3],
                             size_t nbytes);
-/* Host memory for a CPU batch (2 MiB aligned, huge pages advised when large;
- * the last freed large batch's memory is reused when it fits). */
+/* Host memory for a CPU batch, from l3py_hostmem_get (a kept block when one
+ * fits); Batch_dealloc gives it to l3py_hostmem_put. */
 int l3py_batch_alloc_host(BatchObject *b);
 
 /* hostmem.c (the GIL held): a block of at least NBYTES, perhaps a kept one
@@ -142,6 +142,7 @@ int l3py_batch_alloc_host(BatchObject *b);
 void *l3py_hostmem_get(size_t nbytes, size_t *size_ret);
 void l3py_hostmem_put(void *mem, size_t size);
 PyObject *l3py_batch_memory(PyObject *self, PyObject *args, PyObject *kw);
+
 /* Fills .status and .errors from per-image statuses; returns the number failed, or -1. */
 int l3py_batch_set_status(BatchObject *b, const int *status);
 /* A CUDA batch's statuses are known only once it is finished: finishes it

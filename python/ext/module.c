@@ -131,14 +131,15 @@ static PyMethodDef methods[] = {
      "batch_memory($module, limit=None)\n--\n\n"
      "The host memory kept for the next CPU batches, and its limit.\n\n"
      "A CPU l3.Batch's memory (1 MiB or more) is not given back to the system\n"
-     "when the batch is freed: up to 8 such blocks, the least recently freed\n"
+     "when the batch is freed: up to 16 such blocks, the least recently freed\n"
      "dropped first, are kept for the next decode_batch calls, which then take no\n"
      "page faults on first touch. A call takes the smallest kept block that holds\n"
      "its batch and is no more than twice its size.\n"
      "limit: None leaves it; else the most bytes kept (0 keeps nothing and frees\n"
      "       what is kept now; the default is 512 MiB per process).\n"
-     "Returns a dict: held (bytes kept now), blocks, limit, max_blocks, hits and\n"
-     "misses (batches of 1 MiB or more that took / did not find a kept block).\n"
+     "Returns a dict: held (bytes kept now), blocks, limit, max_blocks, hits\n"
+     "(batches that took a kept block) and misses (batches of 1 MiB or more that\n"
+     "found none).\n"
      "A forked child (a DataLoader worker) starts with nothing kept."},
     {"cuda_available", l3py_cuda_available, METH_NOARGS,
      "cuda_available($module, /)\n--\n\n"
