@@ -4,8 +4,10 @@
  * buffers and the same cache state, which two programs run one after the
  * other do not.
  *
- *   lib_ab LIB_A.so LIB_B.so [-r R] [-j THREADS] [--between MB] FILE.l3...
+ *   lib_ab LIB_A.so LIB_B.so [-r R] [-j THREADS] [--between MB] [--verify] FILE.l3...
  *
+ * --verify: the decodes check the payload checksum (L3_DECODE_VERIFY), as a
+ * loader that asks for verification does.
  * --between MB: writes MB MiB of other memory before each timed decode (its
  * input and output leave the caches, as in a loader that does other work
  * between images). One thread is timed in thread CPU time, more in wall
@@ -52,6 +54,7 @@ int main(int argc, char **argv)
 {
     unsigned reps = 5, threads = 1;
     size_t between = 0;
+    int verify = 0;
     const char *lib[2] = {NULL, NULL};
     int first = 0;
     for (int i = 1; i < argc && !first; i++) {
@@ -61,6 +64,8 @@ int main(int argc, char **argv)
             threads = (unsigned)atoi(argv[++i]);
         else if (strcmp(argv[i], "--between") == 0 && i + 1 < argc)
             between = (size_t)atoi(argv[++i]) << 20;
+        else if (strcmp(argv[i], "--verify") == 0)
+            verify = 1;
         else if (!lib[0])
             lib[0] = argv[i];
         else if (!lib[1])
@@ -70,7 +75,7 @@ int main(int argc, char **argv)
     }
     if (!lib[1] || !first || reps == 0 || threads == 0) {
         fprintf(stderr, "usage: lib_ab LIB_A.so LIB_B.so [-r R] [-j THREADS] [--between MB] "
-                        "FILE.l3...\n");
+                        "[--verify] FILE.l3...\n");
         return 2;
     }
     decode_fn dec[2];
@@ -97,6 +102,7 @@ int main(int argc, char **argv)
     struct l3_decode_options o;
     memset(&o, 0, sizeof o);
     o.threads = threads;
+    o.flags = verify ? L3_DECODE_VERIFY : 0;
     const int cpu = threads == 1;
     double total[2] = {0, 0};
     size_t pixels = 0;
@@ -139,10 +145,10 @@ int main(int argc, char **argv)
         free(out[1]);
         free(d);
     }
-    printf("%zu files, %u thread%s, best of %u: A %.1f MB/s, B %.1f MB/s, B/A %.3f\n",
-           (size_t)(argc - first), threads, threads == 1 ? "" : "s", reps,
-           (double)pixels / total[0] / 1e6, (double)pixels / total[1] / 1e6,
-           total[0] / total[1]);
+    printf("%zu files, %u thread%s%s, best of %u: A %.1f MB/s, B %.1f MB/s, B/A %.3f\n",
+           (size_t)(argc - first), threads, threads == 1 ? "" : "s",
+           verify ? ", payload checksum checked" : "", reps, (double)pixels / total[0] / 1e6,
+           (double)pixels / total[1] / 1e6, total[0] / total[1]);
     free(junk);
     return 0;
 }

@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include <xxhash.h>
+#include "l3_xxh.h"
 
 #include "handle.h"
 

@@ -12,7 +12,7 @@
 #include <sys/sysmacros.h> /* makedev */
 #include <unistd.h>
 
-#include <xxhash.h>
+#include "l3_xxh.h"
 
 #include "handle.h"
 

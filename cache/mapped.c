@@ -15,9 +15,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define XXH_STATIC_LINKING_ONLY
-#include <xxhash.h>
-#include <xxh_x86dispatch.h>
+#include "l3_xxh.h"
 
 #include "handle.h"
 

@@ -24,9 +24,7 @@
 #include <string.h>
 #include <sys/xattr.h>
 
-#define XXH_STATIC_LINKING_ONLY
-#include <xxhash.h>
-#include <xxh_x86dispatch.h>
+#include "l3_xxh.h"
 
 #include "handle.h"
 

@@ -2,7 +2,7 @@
  * fixed-size, little-endian, each sealed with an XXH3-64 checksum. */
 #include <string.h>
 
-#include <xxhash.h>
+#include "l3_xxh.h"
 
 #include "l3_le.h"
 #include "l3cache_internal.h"

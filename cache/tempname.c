@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <xxhash.h>
+#include "l3_xxh.h"
 
 #include "handle.h"
 

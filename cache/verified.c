@@ -18,7 +18,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <xxhash.h>
+#include "l3_xxh.h"
 
 #include "handle.h"
 

@@ -3,7 +3,7 @@
  * them into the caller's image (or hands them to the caller's sink). */
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
+#include "l3_xxh.h"
 
 #include "l3_internal.h"
 

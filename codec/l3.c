@@ -1,7 +1,7 @@
 /* l3.c — header layout, validation, shared helpers of the L3 format core. */
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
+#include "l3_xxh.h"
 
 #include "l3_internal.h"
 
