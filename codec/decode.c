@@ -3,8 +3,8 @@
  * them into the caller's image (or hands them to the caller's sink). */
 #include <stdlib.h>
 #include <string.h>
-#include "l3_xxh.h"
 
+#include "l3_xxh.h"
 #include "l3_internal.h"
 
 /* Shared by decode and verify. out == NULL: check framing only. */

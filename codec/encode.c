@@ -3,8 +3,8 @@
  * assembled from the tiles. One tile is encoded by enc_tile.c. */
 #include <stdlib.h>
 #include <string.h>
-#include "l3_xxh.h"
 
+#include "l3_xxh.h"
 #include "enc_lz.h"
 #include "enc_simd.h"
 #include "enc_tile.h"

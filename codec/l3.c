@@ -1,8 +1,8 @@
 /* l3.c — header layout, validation, shared helpers of the L3 format core. */
 #include <stdlib.h>
 #include <string.h>
-#include "l3_xxh.h"
 
+#include "l3_xxh.h"
 #include "l3_internal.h"
 
 const char *l3_strerror(int status)

@@ -57,7 +57,7 @@ Test(xxh, dispatched_hashes_are_the_plain_ones)
     size_t lens[600], k = 0;
     for (size_t l = 0; l <= 260; l++)
         lens[k++] = l;
-    for (size_t l = 261; l < max && k < 600; l = l * 5 / 4 + 3)
+    for (size_t l = 261; l < max && k + 1 < sizeof lens / sizeof lens[0]; l = l * 5 / 4 + 3)
         lens[k++] = l;
     lens[k++] = max;
     for (size_t i = 0; i < k; i++) {
