@@ -1,6 +1,7 @@
 /* fs_bench.c — l3fs against the things it replaces, side by side in one run.
  *
  *   fs_bench --l3fs PATH/TO/l3fs [--photos DIR] [--files N] [--reps R] [--work DIR]
+ *            [--baseline PATH/TO/other-l3fs [--baseline-opt OPT]]
  *
  * 1. Cached sequential read: every photo's .l3 read through a fresh mount
  *    (objects already in the cache) against reading the same cache objects
@@ -13,7 +14,10 @@
  *    read checked on its chunks' range checksums; objects without them
  *    checked whole) against --no-verify (header only, as before), the two
  *    mounts alternating in every repetition; and cold reads (an empty cache:
- *    every file encoded) the same way. Wall time and CPU time (the reader's
+ *    every file encoded) the same way. Each configuration reads a cache
+ *    directory of its own. With --baseline, a third configuration (another
+ *    build's daemon with OPT, --no-verify unless told; "" for none) joins
+ *    the alternation, and the default is also compared with it. Wall time and CPU time (the reader's
  *    and the daemon's, from wait4) are both compared: on a loaded machine
  *    the CPU ratio moves less.
  * Each figure is the best of R repetitions. Needs root or fuse access.
@@ -77,6 +81,7 @@ static double daemon_cpu; /* CPU seconds (user + system) of the last daemon unmo
 
 static const char *fsync_policy = "object";
 static const char *extra_opt = NULL; /* one more l3fs option, or NULL */
+static const char *mount_bin = NULL;  /* the daemon do_mount runs: NULL for --l3fs */
 
 static void do_mount(const char *src, const char *mnt, const char *cache)
 {
@@ -84,7 +89,8 @@ static void do_mount(const char *src, const char *mnt, const char *cache)
     if (pid < 0)
         die("fork");
     if (pid == 0) {
-        execl(l3fs, l3fs, src, mnt, "-f", "--cache-dir", cache, "--fsync", fsync_policy,
+        const char *bin = mount_bin ? mount_bin : l3fs;
+        execl(bin, bin, src, mnt, "-f", "--cache-dir", cache, "--fsync", fsync_policy,
               extra_opt, (char *)NULL);
         _exit(127);
     }
@@ -508,17 +514,68 @@ static int median_ci95(const double *sorted, int n, double *lo, double *hi)
     return 1;
 }
 
+/* One configuration part 4 times: a daemon binary, an option, and a cache
+ * directory of its own (the same objects, encoded by its first mount). Each
+ * has its own so that its warm reads find the objects' pages as its own
+ * daemon's reads left them: a verifying daemon reads an object in through a
+ * mapping, in large folios where the filesystem has them (cache/spliced.c),
+ * a --no-verify one through its splices; one shared cache would hand each
+ * configuration the page cache the other one made. */
+struct vconf {
+    const char *bin, *opt, *name;
+    char cache[1200];
+    struct list l3s, objs;
+};
+
+/* The ratio rows of configuration 0 against configuration j. */
+static void verify_rows(const char *prefix, double *t[][3], double *cpu[][3], int ncond,
+                        const char *const *what, int j, int reps, long long bytes)
+{
+    double *ratio = calloc((size_t)reps, sizeof(double));
+    double *cratio = calloc((size_t)reps, sizeof(double));
+    for (int i = 0; i < ncond; i++) {
+        double best[2] = {1e9, 1e9};
+        for (int r = 0; r < reps; r++) {
+            best[0] = min_d(best[0], t[i][0][r]);
+            best[1] = min_d(best[1], t[i][j][r]);
+            ratio[r] = t[i][0][r] / t[i][j][r];
+            cratio[r] = cpu[i][j][r] > 0 ? cpu[i][0][r] / cpu[i][j][r] : 0;
+        }
+        double med = median(ratio, reps), lo, hi;
+        char ci[40] = "(n < 6)";
+        if (median_ci95(ratio, reps, &lo, &hi))
+            snprintf(ci, sizeof ci, "%.3f-%.3fx", lo, hi);
+        char label[80];
+        snprintf(label, sizeof label, "%s%s", prefix, what[i]);
+        printf("   %-48s %7.1f vs %7.1f %10.3fx %10.3fx %17s %10.3fx\n", label,
+               bytes / 1e6 / best[0], bytes / 1e6 / best[1], best[0] / best[1], med, ci,
+               median(cratio, reps));
+    }
+    free(ratio);
+    free(cratio);
+}
+
+static const char *baseline = NULL;          /* --baseline BIN, or NULL */
+static const char *baseline_opt = "--no-verify"; /* --baseline-opt OPT ("" for none) */
+
 static void part_verify(const char *src, const char *mnt, const char *cache, int reps)
 {
-    struct list l3s = {0}, objs = {0};
-    encode_all(src, mnt, cache, &l3s, &objs);
+    struct vconf conf[3] = {{l3fs, NULL, "default"}, {l3fs, "--no-verify", "--no-verify"},
+                            {baseline, baseline_opt[0] ? baseline_opt : NULL, "baseline"}};
+    int nconf = baseline ? 3 : 2;
+    for (int v = 0; v < nconf; v++) {
+        snprintf(conf[v].cache, sizeof conf[v].cache, "%s-%d", cache, v);
+        mount_bin = conf[v].bin;
+        extra_opt = conf[v].opt;
+        encode_all(src, mnt, conf[v].cache, &conf[v].l3s, &conf[v].objs);
+    }
     enum { FRESH, AGAIN, COLD, EMPTY, NCOND };
     /* t: wall seconds of the reads; cpu: CPU seconds of the reader and the
      * daemon (whose whole life is counted: its mount, the reads, unmount;
      * FRESH's daemon also served AGAIN, which it hardly sees) */
-    double *t[NCOND][2], *cpu[NCOND][2];
+    double *t[NCOND][3], *cpu[NCOND][3];
     for (int i = 0; i < NCOND; i++)
-        for (int v = 0; v < 2; v++) {
+        for (int v = 0; v < 3; v++) {
             t[i][v] = calloc((size_t)reps, sizeof(double));
             cpu[i][v] = calloc((size_t)reps, sizeof(double));
         }
@@ -526,27 +583,29 @@ static void part_verify(const char *src, const char *mnt, const char *cache, int
     snprintf(ecache, sizeof ecache, "%s-empty", cache);
     long long bytes = 0;
     for (int r = 0; r < reps; r++) {
-        for (int k = 0; k < 2; k++) {
-            int v = (r + k) % 2; /* 0: default, 1: --no-verify */
-            extra_opt = v ? "--no-verify" : NULL;
-            read_list(&objs); /* objects in RAM */
-            do_mount(src, mnt, cache);
+        for (int k = 0; k < nconf; k++) {
+            int v = (r + k) % nconf; /* each configuration first in turn */
+            struct vconf *cf = &conf[v];
+            mount_bin = cf->bin;
+            extra_opt = cf->opt;
+            read_list(&cf->objs); /* objects in RAM */
+            do_mount(src, mnt, cf->cache);
             double c0 = self_cpu(), t0 = now();
-            bytes = read_list(&l3s);
+            bytes = read_list(&cf->l3s);
             t[FRESH][v][r] = now() - t0;
             cpu[FRESH][v][r] = self_cpu() - c0;
             c0 = self_cpu();
             t0 = now();
-            read_list(&l3s);
+            read_list(&cf->l3s);
             t[AGAIN][v][r] = now() - t0;
             cpu[AGAIN][v][r] = self_cpu() - c0;
             do_umount();
             cpu[FRESH][v][r] += daemon_cpu;
-            evict_list(&objs); /* objects not in RAM */
-            do_mount(src, mnt, cache);
+            evict_list(&cf->objs); /* objects not in RAM */
+            do_mount(src, mnt, cf->cache);
             c0 = self_cpu();
             t0 = now();
-            read_list(&l3s);
+            read_list(&cf->l3s);
             t[COLD][v][r] = now() - t0;
             cpu[COLD][v][r] = self_cpu() - c0;
             do_umount();
@@ -556,7 +615,7 @@ static void part_verify(const char *src, const char *mnt, const char *cache, int
             do_mount(src, mnt, ecache);
             c0 = self_cpu();
             t0 = now();
-            if (read_list(&l3s) != bytes)
+            if (read_list(&cf->l3s) != bytes)
                 die("the empty cache served other sizes");
             t[EMPTY][v][r] = now() - t0;
             cpu[EMPTY][v][r] = self_cpu() - c0;
@@ -565,44 +624,36 @@ static void part_verify(const char *src, const char *mnt, const char *cache, int
         }
     }
     tc_sh("rm -rf '%s'", ecache);
+    mount_bin = NULL;
     extra_opt = NULL;
     printf("\n4. verification before serving: %zu cached .l3 files, %.1f MB, default vs "
-           "--no-verify, %d alternating pairs\n", l3s.n, bytes / 1e6, reps);
+           "--no-verify, %d alternating pairs\n", conf[0].l3s.n, bytes / 1e6, reps);
+    if (baseline)
+        printf("   (and vs baseline: %s %s, alternating with them)\n", baseline,
+               baseline_opt[0] ? baseline_opt : "(no option)");
     printf("   %-48s %17s %11s %11s %17s %11s\n", "", "best MB/s", "best", "median",
            "median, 95% CI", "CPU median");
     const char *what[NCOND] = {"objects in RAM, fresh mount",
                                "objects in RAM, second read (kernel cache)",
                                "objects not in RAM, fresh mount",
                                "empty cache, fresh mount (every file encoded)"};
-    double *ratio = calloc((size_t)reps, sizeof(double));
-    double *cratio = calloc((size_t)reps, sizeof(double));
-    for (int i = 0; i < NCOND; i++) {
-        double best[2] = {1e9, 1e9};
-        for (int r = 0; r < reps; r++) {
-            for (int v = 0; v < 2; v++)
-                best[v] = min_d(best[v], t[i][v][r]);
-            ratio[r] = t[i][0][r] / t[i][1][r];
-            cratio[r] = cpu[i][1][r] > 0 ? cpu[i][0][r] / cpu[i][1][r] : 0;
-        }
-        double med = median(ratio, reps), lo, hi;
-        char ci[40] = "(n < 6)";
-        if (median_ci95(ratio, reps, &lo, &hi))
-            snprintf(ci, sizeof ci, "%.3f-%.3fx", lo, hi);
-        printf("   %-48s %7.1f vs %7.1f %10.3fx %10.3fx %17s %10.3fx\n", what[i],
-               bytes / 1e6 / best[0], bytes / 1e6 / best[1], best[0] / best[1], med, ci,
-               median(cratio, reps));
-        for (int v = 0; v < 2; v++) {
+    verify_rows("", t, cpu, NCOND, what, 1, reps, bytes);
+    if (baseline)
+        verify_rows("vs baseline: ", t, cpu, NCOND, what, 2, reps, bytes);
+    printf("   (ratios: default / --no-verify%s, of wall time and of CPU time: the reader's "
+           "and the daemon's;\n    the interval: where the median pair ratio lies with at "
+           "least 95%% confidence, from the order statistics of the pairs; each "
+           "configuration\n    reads a cache directory of its own)\n",
+           baseline ? " (and / baseline)" : "");
+    for (int i = 0; i < NCOND; i++)
+        for (int v = 0; v < 3; v++) {
             free(t[i][v]);
             free(cpu[i][v]);
         }
+    for (int v = 0; v < nconf; v++) {
+        list_free(&conf[v].l3s);
+        list_free(&conf[v].objs);
     }
-    printf("   (ratios: default / --no-verify, of wall time and of CPU time: the reader's "
-           "and the daemon's;\n    the interval: where the median pair ratio lies with at "
-           "least 95%% confidence, from the order statistics of the pairs)\n");
-    free(ratio);
-    free(cratio);
-    list_free(&l3s);
-    list_free(&objs);
 }
 
 int main(int argc, char **argv)
@@ -620,10 +671,16 @@ int main(int argc, char **argv)
             reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             only = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--baseline") && i + 1 < argc)
+            baseline = argv[++i];
+        else if (!strcmp(argv[i], "--baseline-opt") && i + 1 < argc)
+            baseline_opt = argv[++i];
         else if (!strcmp(argv[i], "--work") && i + 1 < argc)
             snprintf(work, sizeof work, "%s", argv[++i]);
         else
-            die("usage: fs_bench --l3fs BIN [--photos DIR] [--files N] [--reps R] [--work DIR]");
+            die("usage: fs_bench --l3fs BIN [--photos DIR] [--files N] [--reps R] [--work DIR]\n"
+                "       [--baseline BIN [--baseline-opt OPT]] (part 4: also BIN OPT, "
+                "default --no-verify)");
     }
     if (!l3fs)
         die("--l3fs PATH is required");

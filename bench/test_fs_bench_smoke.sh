@@ -60,6 +60,29 @@ while IFS= read -r row; do
     fi
 done <<<"$rows"
 
+# part 4 alone with a baseline daemon (here the same binary, header checks
+# only): four more rows, "vs baseline: ...", each interval holding its median
+if out=$("$FS_BENCH" --l3fs "$L3FS" --photos "$tmp/photos" --only 4 --reps 6 \
+         --baseline "$L3FS" --baseline-opt --no-verify --work "$tmp/work" 2>&1); then
+    ok "fs_bench --only 4 --baseline exits 0"
+else
+    bad "fs_bench --only 4 --baseline failed (exit $?)"
+fi
+printf '%s\n' "$out" | sed 's/^/    | /'
+rows=$(grep -E '^   vs baseline: (objects|empty cache)' <<<"$out" | grep -E ' vs ' || true)
+[ "$(grep -c . <<<"$rows")" = 4 ] && ok "4: four baseline rows" ||
+    bad "4: not four baseline rows: $rows"
+while IFS= read -r row; do
+    [ -n "$row" ] || continue
+    if [[ $row =~ ($num)x\ +($num)-($num)x\ +($num)x$ ]] &&
+        awk -v m="${BASH_REMATCH[1]}" -v l="${BASH_REMATCH[3]}" -v h="${BASH_REMATCH[5]}" \
+            'BEGIN { exit !(l > 0 && l <= m && m <= h) }'; then
+        ok "4: baseline row: median within its interval"
+    else
+        bad "4: baseline row without a median inside its interval: $row"
+    fi
+done <<<"$rows"
+
 grep -q " $tmp/" /proc/mounts && bad "a mount left behind" || ok "nothing left mounted"
 [ ! -e "$tmp/work" ] || [ -z "$(ls -A "$tmp/work")" ] && ok "work directory emptied" ||
     bad "work directory left: $(ls -A "$tmp/work" | head -5 | tr '\n' ' ')"

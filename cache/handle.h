@@ -254,6 +254,7 @@ struct l3cache_reader {
     int zstate;              /* [mu] spliced.c: ZMAP_NONE until tried, then _ON or _OFF */
     const uint8_t *zmap;     /* [const once zstate is ZMAP_ON] the object mapped for
                               * spliced reads (unmapped at free) */
+    int zhuge;               /* [const once zstate is ZMAP_ON] zmap has MADV_HUGEPAGE */
 };
 enum { ZMAP_NONE, ZMAP_ON, ZMAP_OFF };
 
