@@ -17,9 +17,9 @@
  *    every file encoded) the same way. Each configuration reads a cache
  *    directory of its own. With --baseline, a third configuration (another
  *    build's daemon with OPT, --no-verify unless told; "" for none) joins
- *    the alternation, and the default is also compared with it. Wall time and CPU time (the reader's
- *    and the daemon's, from wait4) are both compared: on a loaded machine
- *    the CPU ratio moves less.
+ *    the alternation, and the default is also compared with it. Wall time
+ *    and CPU time (the reader's and the daemon's, from wait4) are both
+ *    compared: on a loaded machine the CPU ratio moves less.
  * Each figure is the best of R repetitions. Needs root or fuse access.
  * --only N runs part N alone.
  */
@@ -522,7 +522,7 @@ static int median_ci95(const double *sorted, int n, double *lo, double *hi)
  * a --no-verify one through its splices; one shared cache would hand each
  * configuration the page cache the other one made. */
 struct vconf {
-    const char *bin, *opt, *name;
+    const char *bin, *opt;
     char cache[1200];
     struct list l3s, objs;
 };
@@ -560,8 +560,8 @@ static const char *baseline_opt = "--no-verify"; /* --baseline-opt OPT ("" for n
 
 static void part_verify(const char *src, const char *mnt, const char *cache, int reps)
 {
-    struct vconf conf[3] = {{l3fs, NULL, "default"}, {l3fs, "--no-verify", "--no-verify"},
-                            {baseline, baseline_opt[0] ? baseline_opt : NULL, "baseline"}};
+    struct vconf conf[3] = {{l3fs, NULL}, {l3fs, "--no-verify"},
+                            {baseline, baseline_opt[0] ? baseline_opt : NULL}};
     int nconf = baseline ? 3 : 2;
     for (int v = 0; v < nconf; v++) {
         snprintf(conf[v].cache, sizeof conf[v].cache, "%s-%d", cache, v);
@@ -630,7 +630,7 @@ static void part_verify(const char *src, const char *mnt, const char *cache, int
            "--no-verify, %d alternating pairs\n", conf[0].l3s.n, bytes / 1e6, reps);
     if (baseline)
         printf("   (and vs baseline: %s %s, alternating with them)\n", baseline,
-               baseline_opt[0] ? baseline_opt : "(no option)");
+               conf[2].opt ? conf[2].opt : "(no option)");
     printf("   %-48s %17s %11s %11s %17s %11s\n", "", "best MB/s", "best", "median",
            "median, 95% CI", "CPU median");
     const char *what[NCOND] = {"objects in RAM, fresh mount",

@@ -41,27 +41,31 @@ has "2: cold read vs libpng" "cold \.l3 read through the mount +$num ms per phot
 has "3: ls -lR of 200 files" "fresh mount \(sizes from index\) +$num ms += ${num}x source"
 has "4: verification, 6 alternating pairs" "--no-verify, 6 alternating pairs"
 
-# part 4: four rows, each "best MB/s vs best MB/s, best, median, interval, CPU median",
-# and each interval holds its median
-rows=$(grep -E '^   (objects|empty cache)' <<<"$out" | grep -E ' vs ' || true)
-[ "$(grep -c . <<<"$rows")" = 4 ] && ok "4: four rows" || bad "4: not four rows: $rows"
-while IFS= read -r row; do
-    [ -n "$row" ] || continue
-    name=$(sed -E 's/^ +//; s/ {2,}.*//' <<<"$row")
-    if ! [[ $row =~ ($num)x\ +($num)-($num)x\ +($num)x$ ]]; then
-        bad "4: $name: no median, interval and CPU median"
-        continue
-    fi
-    med=${BASH_REMATCH[1]} lo=${BASH_REMATCH[3]} hi=${BASH_REMATCH[5]}
-    if awk -v m="$med" -v l="$lo" -v h="$hi" 'BEGIN { exit !(l > 0 && l <= m && m <= h) }'; then
-        ok "4: $name: median $med within its interval $lo-$hi"
-    else
-        bad "4: $name: median $med outside $lo-$hi"
-    fi
-done <<<"$rows"
+# part 4's rows whose label matches $1: four of them, each "best MB/s vs best
+# MB/s, best, median, interval, CPU median", and each interval holds its median
+check_rows() { # label-regex what
+    local rows row name med lo hi
+    rows=$(grep -E "^   $1(objects|empty cache)" <<<"$out" | grep -E ' vs ' || true)
+    [ "$(grep -c . <<<"$rows")" = 4 ] && ok "4: four $2" || bad "4: not four $2: $rows"
+    while IFS= read -r row; do
+        [ -n "$row" ] || continue
+        name=$(sed -E 's/^ +//; s/ {2,}.*//' <<<"$row")
+        if ! [[ $row =~ ($num)x\ +($num)-($num)x\ +($num)x$ ]]; then
+            bad "4: $name: no median, interval and CPU median"
+            continue
+        fi
+        med=${BASH_REMATCH[1]} lo=${BASH_REMATCH[3]} hi=${BASH_REMATCH[5]}
+        if awk -v m="$med" -v l="$lo" -v h="$hi" 'BEGIN { exit !(l > 0 && l <= m && m <= h) }'; then
+            ok "4: $name: median $med within its interval $lo-$hi"
+        else
+            bad "4: $name: median $med outside $lo-$hi"
+        fi
+    done <<<"$rows"
+}
+check_rows "" rows
 
 # part 4 alone with a baseline daemon (here the same binary, header checks
-# only): four more rows, "vs baseline: ...", each interval holding its median
+# only): four more rows, "vs baseline: ...", checked the same way
 if out=$("$FS_BENCH" --l3fs "$L3FS" --photos "$tmp/photos" --only 4 --reps 6 \
          --baseline "$L3FS" --baseline-opt --no-verify --work "$tmp/work" 2>&1); then
     ok "fs_bench --only 4 --baseline exits 0"
@@ -69,19 +73,7 @@ else
     bad "fs_bench --only 4 --baseline failed (exit $?)"
 fi
 printf '%s\n' "$out" | sed 's/^/    | /'
-rows=$(grep -E '^   vs baseline: (objects|empty cache)' <<<"$out" | grep -E ' vs ' || true)
-[ "$(grep -c . <<<"$rows")" = 4 ] && ok "4: four baseline rows" ||
-    bad "4: not four baseline rows: $rows"
-while IFS= read -r row; do
-    [ -n "$row" ] || continue
-    if [[ $row =~ ($num)x\ +($num)-($num)x\ +($num)x$ ]] &&
-        awk -v m="${BASH_REMATCH[1]}" -v l="${BASH_REMATCH[3]}" -v h="${BASH_REMATCH[5]}" \
-            'BEGIN { exit !(l > 0 && l <= m && m <= h) }'; then
-        ok "4: baseline row: median within its interval"
-    else
-        bad "4: baseline row without a median inside its interval: $row"
-    fi
-done <<<"$rows"
+check_rows "vs baseline: " "baseline rows"
 
 grep -q " $tmp/" /proc/mounts && bad "a mount left behind" || ok "nothing left mounted"
 [ ! -e "$tmp/work" ] || [ -z "$(ls -A "$tmp/work")" ] && ok "work directory emptied" ||
