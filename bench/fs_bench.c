@@ -547,7 +547,7 @@ static void verify_rows(const char *prefix, double *t[][3], double *cpu[][3], in
             snprintf(ci, sizeof ci, "%.3f-%.3fx", lo, hi);
         char label[80];
         snprintf(label, sizeof label, "%s%s", prefix, what[i]);
-        printf("   %-48s %7.1f vs %7.1f %10.3fx %10.3fx %17s %10.3fx\n", label,
+        printf("   %-58s %7.1f vs %7.1f %10.3fx %10.3fx %17s %10.3fx\n", label,
                bytes / 1e6 / best[0], bytes / 1e6 / best[1], best[0] / best[1], med, ci,
                median(cratio, reps));
     }
@@ -631,7 +631,7 @@ static void part_verify(const char *src, const char *mnt, const char *cache, int
     if (baseline)
         printf("   (and vs baseline: %s %s, alternating with them)\n", baseline,
                conf[2].opt ? conf[2].opt : "(no option)");
-    printf("   %-48s %17s %11s %11s %17s %11s\n", "", "best MB/s", "best", "median",
+    printf("   %-58s %17s %11s %11s %17s %11s\n", "", "best MB/s", "best", "median",
            "median, 95% CI", "CPU median");
     const char *what[NCOND] = {"objects in RAM, fresh mount",
                                "objects in RAM, second read (kernel cache)",
