@@ -254,7 +254,9 @@ struct l3cache_reader {
     int zstate;              /* [mu] spliced.c: ZMAP_NONE until tried, then _ON or _OFF */
     const uint8_t *zmap;     /* [const once zstate is ZMAP_ON] the object mapped for
                               * spliced reads (unmapped at free) */
-    int zhuge;               /* [const once zstate is ZMAP_ON] zmap has MADV_HUGEPAGE */
+    int zprefault;           /* [const once zstate is ZMAP_ON] reads fault their chunks
+                              * in first: zmap has MADV_HUGEPAGE and the object was
+                              * not all in memory when it was mapped */
 };
 enum { ZMAP_NONE, ZMAP_ON, ZMAP_OFF };
 

@@ -7,7 +7,9 @@
  *   0. fault the chunks [c0, c1) around it into the mapping (prefault): a
  *      hint that reads missing pages in with huge-page-sized read ahead, in
  *      large folios, so that this and later mappings of them cost a few
- *      faults (it decides nothing about what is served);
+ *      faults (it decides nothing about what is served); skipped for an
+ *      object found in memory when it was mapped, where it would only
+ *      walk pages already there;
  *   1. splice [off, end) of the object's descriptor into the pipe: the pipe
  *      now holds a reference on each page-cache page of those bytes (the
  *      splice reads in what step 0 left missing);
@@ -79,6 +81,23 @@ static int local_page_cache(int fd)
     }
 }
 
+/* 1 when the first and the last page of the n bytes mapped at m are in
+ * the page cache: the object is taken to be in memory, and its reads are
+ * not faulted in first (see prefault). Only a guess, and only about speed:
+ * a page missing between the two is read in by the splice, in smaller
+ * folios. Two pages, not all: mincore walks every page it is asked about,
+ * which for a whole pass over 23 MB in memory cost a fifth as much as the
+ * hash (docs/FS.md, "Warm objects are not faulted in first"). */
+#ifdef MADV_HUGEPAGE
+static int ends_resident(const uint8_t *m, uint64_t n)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    unsigned char v0 = 0, v1 = 0;
+    return mincore((void *)m, 1, &v0) == 0 && (v0 & 1) &&
+           mincore((void *)(m + (n - 1) / page * page), 1, &v1) == 0 && (v1 & 1);
+}
+#endif
+
 /* The reader's mapping for spliced reads, made at the first call; NULL
  * when there is none (reads then copy). */
 static const uint8_t *reader_zmap(struct l3cache_reader *rd)
@@ -95,7 +114,8 @@ static const uint8_t *reader_zmap(struct l3cache_reader *rd)
                  * read in with its aligned 2 MiB (see prefault) */
                 madvise(m, (size_t)rd->st.st_size, MADV_RANDOM);
 #ifdef MADV_HUGEPAGE
-                rd->zhuge = madvise(m, (size_t)rd->st.st_size, MADV_HUGEPAGE) == 0;
+                rd->zprefault = madvise(m, (size_t)rd->st.st_size, MADV_HUGEPAGE) == 0 &&
+                                !ends_resident(m, (uint64_t)rd->st.st_size);
 #endif
                 rd->zmap = m;
                 rd->zstate = ZMAP_ON;
@@ -172,12 +192,17 @@ int l3cache_pipe_reset(struct l3cache_pipe *p)
  * splice and the hash as before; an error here (EFAULT past the end, EIO,
  * EINVAL before Linux 5.14) is left to them. Without MADV_HUGEPAGE the
  * faults of a mapping with MADV_RANDOM would read a page at a time, so then
- * nothing is faulted here. */
+ * nothing is faulted here. Nor is anything for an object whose ends were in
+ * memory when it was mapped (ends_resident): populating pages already in
+ * the page cache walks them one by one before the hash's own faults would
+ * map them sixteen at a time, and on Zen 4 that cost a warm pass through a
+ * fresh mount 5-7 % of its time (docs/FS.md, "Warm objects are not faulted
+ * in first"). */
 static void prefault(const struct l3cache_reader *rd, const uint8_t *map, uint64_t c0,
                      uint64_t c1)
 {
 #ifdef MADV_POPULATE_READ
-    if (!rd->zhuge)
+    if (!rd->zprefault)
         return;
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), a0 = c0 / page * page;
     madvise((void *)(map + a0), (size_t)(c1 - a0), MADV_POPULATE_READ);

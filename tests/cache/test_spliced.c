@@ -104,6 +104,60 @@ Test(ranges, splice_serves_the_object_bytes)
     l3cache_close(c);
 }
 
+/* A reader that finds its object in memory at its first spliced read does
+ * not fault its reads in first (spliced.c, ends_resident), one that finds
+ * it on disk does where huge pages can be asked for; either way, pages that
+ * leave memory afterwards are read from disk again by the splice, served
+ * right, and rot in them is caught. */
+Test(ranges, splice_of_an_object_in_memory_then_dropped)
+{
+    l3cache *c = open_cache();
+    struct obj ob;
+    get_obj(c, "zw.png", 400, 400, &ob);
+    uint8_t *all = malloc(ob.size);
+    cr_assert_not_null(all);
+    cr_assert_eq(pread(ob.o.fd, all, ob.size, 0), (ssize_t)ob.size); /* in memory */
+    free(all);
+    l3cache_reader *rd;
+    cr_assert_eq(l3cache_reader_open(c, &ob.o.key, ob.o.fd, NULL, &rd), 0);
+    struct l3cache_pipe p = {0};
+    splice_ok(rd, &ob, &p, 0, 2 * CHUNK);
+    cr_assert_eq(rd->zstate, ZMAP_ON);
+    cr_assert_eq(rd->zprefault, 0, "in memory: its reads are not faulted in first");
+    drop_pages(ob.o.fd); /* the pages leave memory after the mapping was made */
+    for (uint64_t off = 0; off < ob.size; off += 2 * CHUNK)
+        splice_ok(rd, &ob, &p, off, 2 * CHUNK);
+    flip_byte(ob.path, 5 * CHUNK + 123); /* rot, then read from disk */
+    drop_pages(ob.o.fd);
+    cr_assert_eq(l3cache_reader_splice(rd, 4 * CHUNK, 2 * CHUNK, &p), -EBADMSG);
+    pipe_empty(&p);
+    cr_assert_eq(COUNTER(c, corrupt_repaired), 1);
+    l3cache_reader_free(rd);
+    put_obj(&ob);
+
+    /* the same object encoded again, first read from disk */
+    get_obj(c, "zw.png", 400, 400, &ob);
+    cr_assert_eq(ob.o.hit, 0, "encoded again");
+    drop_pages(ob.o.fd);
+    cr_assert_eq(l3cache_reader_open(c, &ob.o.key, ob.o.fd, NULL, &rd), 0);
+    splice_ok(rd, &ob, &p, 2 * CHUNK, 2 * CHUNK);
+    void *probe = mmap(NULL, ob.size, PROT_READ, MAP_SHARED, ob.o.fd, 0);
+    cr_assert_neq(probe, MAP_FAILED);
+#ifdef MADV_HUGEPAGE
+    int huge = madvise(probe, ob.size, MADV_HUGEPAGE) == 0;
+#else
+    int huge = 0;
+#endif
+    munmap(probe, ob.size);
+    cr_assert_eq(rd->zprefault, huge, "not in memory: faulted in first where huge pages can be asked for");
+    for (uint64_t off = 0; off < ob.size; off += 2 * CHUNK)
+        splice_ok(rd, &ob, &p, off, 2 * CHUNK);
+    l3cache_pipe_free(&p);
+    l3cache_reader_free(rd);
+    put_obj(&ob);
+    l3cache_close(c);
+}
+
 /* A rotted range is never served through the pipe, in memory or read from
  * disk after the open: the read reports the object corrupt (counted once,
  * removed), the pipe is left empty, and reads of other ranges still work;
