@@ -149,7 +149,8 @@ Test(ranges, splice_of_an_object_in_memory_then_dropped)
     int huge = 0;
 #endif
     munmap(probe, ob.size);
-    cr_assert_eq(rd->zprefault, huge, "not in memory: faulted in first where huge pages can be asked for");
+    cr_assert_eq(rd->zprefault, huge,
+                 "not in memory: faulted in first where huge pages can be asked for");
     for (uint64_t off = 0; off < ob.size; off += 2 * CHUNK)
         splice_ok(rd, &ob, &p, off, 2 * CHUNK);
     l3cache_pipe_free(&p);
