@@ -60,6 +60,13 @@ static void splice_ok(l3cache_reader *rd, const struct obj *ob, struct l3cache_p
     free(got);
 }
 
+/* Every two-chunk read of the object in turn, each with its bytes. */
+static void splice_all(l3cache_reader *rd, const struct obj *ob, struct l3cache_pipe *p)
+{
+    for (uint64_t off = 0; off < ob->size; off += 2 * CHUNK)
+        splice_ok(rd, ob, p, off, 2 * CHUNK);
+}
+
 /* The pipe holds no bytes (or is closed). */
 static void pipe_empty(struct l3cache_pipe *p)
 {
@@ -125,8 +132,7 @@ Test(ranges, splice_of_an_object_in_memory_then_dropped)
     cr_assert_eq(rd->zstate, ZMAP_ON);
     cr_assert_eq(rd->zprefault, 0, "in memory: its reads are not faulted in first");
     drop_pages(ob.o.fd); /* the pages leave memory after the mapping was made */
-    for (uint64_t off = 0; off < ob.size; off += 2 * CHUNK)
-        splice_ok(rd, &ob, &p, off, 2 * CHUNK);
+    splice_all(rd, &ob, &p);
     flip_byte(ob.path, 5 * CHUNK + 123); /* rot, then read from disk */
     drop_pages(ob.o.fd);
     cr_assert_eq(l3cache_reader_splice(rd, 4 * CHUNK, 2 * CHUNK, &p), -EBADMSG);
@@ -151,8 +157,7 @@ Test(ranges, splice_of_an_object_in_memory_then_dropped)
     munmap(probe, ob.size);
     cr_assert_eq(rd->zprefault, huge,
                  "not in memory: faulted in first where huge pages can be asked for");
-    for (uint64_t off = 0; off < ob.size; off += 2 * CHUNK)
-        splice_ok(rd, &ob, &p, off, 2 * CHUNK);
+    splice_all(rd, &ob, &p);
     l3cache_pipe_free(&p);
     l3cache_reader_free(rd);
     put_obj(&ob);
@@ -196,8 +201,7 @@ Test(ranges, splice_never_serves_a_rotted_range)
     get_obj(c, "zr.png", 400, 400, &ob);
     cr_assert_eq(ob.o.hit, 0, "encoded again");
     cr_assert_eq(l3cache_reader_open(c, &ob.o.key, ob.o.fd, NULL, &rd), 0);
-    for (uint64_t off = 0; off < ob.size; off += 2 * CHUNK)
-        splice_ok(rd, &ob, &p, off, 2 * CHUNK);
+    splice_all(rd, &ob, &p);
     l3cache_pipe_free(&p);
     l3cache_reader_free(rd);
     put_obj(&ob);
